@@ -1,0 +1,181 @@
+"""The `depthport` command line: models | export | predict | check | verify | bench | card."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from pathlib import Path
+
+from . import quiet  # noqa: F401  (sets native log levels before any runtime loads)
+from .preprocess import InputError, parse_size, size_from_aspect
+
+# Subcommands that live beside their area; each module has add_parser(subparsers) and run(args) -> int.
+EXTENSIONS = ["depthport.check.cli", "depthport.verify.cli", "depthport.bench.cli", "depthport.report.card_cli"]
+
+
+def _models(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .registry import MODELS
+
+    table = Table(title="depthport models")
+    for col in ("id", "family", "weights licence", "default size", "transformers checkpoint", "official checkpoint"):
+        table.add_column(col)
+    for spec in MODELS.values():
+        if spec.hidden and not args.all:
+            continue
+        table.add_row(spec.id, spec.family, spec.licence, "x".join(map(str, spec.default_hw)), spec.hf_repo or "-",
+                      f"{spec.official_repo}/{spec.official_file}" if spec.official_repo else "-")
+    Console().print(table)
+    return 0
+
+
+def export_size(args, default_hw: tuple[int, int]) -> tuple[int, int]:
+    if args.size and args.long_side:
+        raise InputError("give either --size or --long-side/--aspect, not both")
+    if args.size:
+        return parse_size(args.size)
+    if args.long_side:
+        return size_from_aspect(args.long_side, args.aspect or "4:3")
+    return default_hw
+
+
+def _export(args) -> int:
+    from rich.console import Console
+
+    from .pipeline import ExportRequest, clean_partial, command_line, parse_targets, run_export
+    from .registry import get_spec
+    from .quiet import native_stderr_muted
+
+    console = Console(stderr=True)
+    if args.verbose:
+        os.environ["DEPTHPORT_VERBOSE"] = "1"
+    spec = get_spec(args.model)
+    req = ExportRequest(args.model, args.weights, export_size(args, spec.default_hw), Path(args.out),
+                        parse_targets(args.targets), args.resize, args.fold_normalization, args.pos_embed,
+                        command_line(), options={"images": args.images, "threads": args.threads,
+                                                 "skip": {s.strip() for s in args.skip.split(",") if s.strip()}})
+    existed = req.out_dir.exists()
+    try:
+        with console.status("exporting") as status, native_stderr_muted(not args.verbose):
+            report = run_export(req, progress=lambda msg: status.update(msg))
+    except BaseException:
+        clean_partial(req.out_dir, existed)
+        raise
+    _summary(report, req.out_dir)
+    return 0
+
+
+def _summary(report: dict, out_dir: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if report.get("random_weights"):
+        console.print("[bold red]RANDOM WEIGHTS: these files are for dry runs; their depth means nothing.[/]")
+    table = Table(title=f"{report['model']} -> {out_dir}")
+    for col in ("file", "target", "MB", "ops", "max rank", "GPU clean"):
+        table.add_column(col)
+    for a in report["artifacts"]:
+        gpu = a.get("gpu_check", {}).get("gpu_clean")
+        table.add_row(a["file"], a["target"], f"{a['bytes'] / 1e6:.1f}", str(a.get("op_count", "-")),
+                      str(a.get("max_tensor_rank", "-")), "-" if gpu is None else ("yes" if gpu else "NO"))
+    console.print(table)
+
+
+def _predict(args) -> int:
+    from rich.console import Console
+
+    from .predict import predict
+    from .quiet import native_stderr_muted
+
+    with native_stderr_muted(not args.verbose):
+        depth = predict(args.file, args.image, args.output, args.npy, letterbox=args.letterbox, threads=args.threads)
+    Console().print(f"wrote {args.output}" + (f" and {args.npy}" if args.npy else "")
+                    + f": depth {depth.shape[0]}x{depth.shape[1]}, range {depth.min():.4g}..{depth.max():.4g}")
+    return 0
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict]:
+    parser = argparse.ArgumentParser(prog="depthport", description=__doc__)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+    handlers = {}
+
+    p = sub.add_parser("models", help="list supported model ids and their licences")
+    p.add_argument("--all", action="store_true", help="include test-only configurations")
+    handlers["models"] = _models
+
+    p = sub.add_parser("export", help="export a model to on-device files with a report")
+    p.add_argument("model", help="model id (see `depthport models`)")
+    p.add_argument("--weights", default="random", help="random | PATH (.pth, .safetensors, folder) | HF repo id")
+    p.add_argument("--size", help="export shape HxW, both multiples of 14 (default: the model's)")
+    p.add_argument("--long-side", type=int, help="long side in pixels, with --aspect")
+    p.add_argument("--aspect", help="W:H aspect for --long-side (e.g. 4:3, 9:16)")
+    p.add_argument("--targets", default="litert-fp32", help="comma-separated export targets")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--resize", choices=["exact", "approx"], default="exact",
+                   help="exact: align_corners=True as band matrices; approx: GPU-native align_corners=False")
+    p.add_argument("--fold-normalization", action="store_true", help="fold ImageNet mean/std in; input RGB 0..1")
+    p.add_argument("--pos-embed", choices=["official", "transformers"],
+                   help="position-embedding resampling formula (default: the checkpoint source's)")
+    p.add_argument("--images", help="folder of images for parity checks (default: scikit-image's natural images)")
+    p.add_argument("--threads", type=int, default=2, help="CPU threads for verification and timing")
+    p.add_argument("--skip", default="", help="comma-separated steps to skip: verify, bench, report, card")
+    p.add_argument("-v", "--verbose", action="store_true", help="show the converters' own logs")
+    handlers["export"] = _export
+
+    p = sub.add_parser("predict", help="run an exported file on an image and write a colourised depth PNG")
+    p.add_argument("file", help="exported model (.tflite, .pte, .onnx)")
+    p.add_argument("image")
+    p.add_argument("-o", "--output", default="depth.png")
+    p.add_argument("--npy", help="also write the raw depth as .npy")
+    p.add_argument("--letterbox", action="store_true", help="pad to the model's aspect instead of stretching")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("-v", "--verbose", action="store_true")
+    handlers["predict"] = _predict
+
+    for name in EXTENSIONS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and name.startswith(exc.name):
+                continue
+            raise
+        sp = module.add_parser(sub)
+        handlers[sp.prog.split()[-1]] = module.run
+    return parser, handlers
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    from .weights import WeightsError
+
+    errors: list[type[BaseException]] = [InputError, WeightsError, FileNotFoundError]
+    try:
+        from .check.tflite_graph import TfliteReadError
+
+        errors.append(TfliteReadError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, handlers = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(handlers[args.command](args) or 0)
+    except _known_errors() as exc:
+        if args.debug:
+            raise
+        print(f"depthport {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Exporters: one module per runtime, each taking a built model and writing one file atomically."""

@@ -1,0 +1,52 @@
+"""LiteRT (.tflite) export through litert-torch: signature serving_default(args_0) -> output_0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..atomic import atomic_path
+from .targets import ExportContext, artifact_entry, target
+
+
+def verbose() -> bool:
+    import os
+
+    return os.environ.get("DEPTHPORT_VERBOSE", "") not in ("", "0")
+
+
+def convert(model: nn.Module, input_hw: tuple[int, int]):
+    """The litert-torch edge model for a (1, 3, H, W) float32 input."""
+    import litert_torch
+    import litert_torch.progress
+
+    litert_torch.progress.console.quiet = not verbose()
+    sample = torch.zeros(1, 3, *input_hw)
+    return litert_torch.convert(model.eval(), (sample,))
+
+
+def export_tflite(model: nn.Module, input_hw: tuple[int, int], path: str | Path) -> Path:
+    """Convert and write ``path`` atomically; returns the path."""
+    edge = convert(model, input_hw)
+    with atomic_path(path) as tmp:
+        edge.export(str(tmp))
+    return Path(path)
+
+
+def tflite_entry(ctx: ExportContext, path: Path, name: str, **extra) -> dict:
+    """Report entry of a .tflite: size, shapes, op statistics and the static GPU check."""
+    from ..check.tflite_graph import graph_summary
+    from ..check.verdict import check_tflite
+
+    gpu = check_tflite(path)
+    gpu_check = {k: gpu[k] for k in ("gpu_clean", "violations")}
+    return artifact_entry(ctx, path, name, **graph_summary(path), gpu_check=gpu_check, **extra)
+
+
+@target("litert-fp32")
+def litert_fp32(ctx: ExportContext) -> dict:
+    path = export_tflite(ctx.built.model, ctx.built.input_hw, ctx.out_dir / f"{ctx.stem}_fp32.tflite")
+    ctx.cache["litert-fp32"] = path
+    return tflite_entry(ctx, path, "litert-fp32", precision="fp32")

@@ -1,0 +1,1 @@
+"""Architectures, kept apart from weights (see depthport.weights) and from graph rewrites (depthport.rewrites)."""

@@ -1,0 +1,90 @@
+"""DPT head of Depth Anything V2: reassemble four token maps, fuse them coarse to fine, predict depth."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .layers import Resize
+
+
+@dataclass(frozen=True)
+class DPTConfig:
+    in_dim: int
+    out_channels: tuple[int, int, int, int]
+    features: int
+    head_hidden: int = 32
+
+
+def _conv_out(n: int) -> int:
+    """Side length after the 3x3, stride-2, padding-1 conv of the coarsest level."""
+    return (n - 1) // 2 + 1
+
+
+class ResidualUnit(nn.Module):
+    def __init__(self, features: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(features, features, 3, padding=1)
+        self.conv2 = nn.Conv2d(features, features, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv2(torch.relu(self.conv1(torch.relu(x))))
+
+
+class FusionBlock(nn.Module):
+    """Adds the skip connection, refines, upsamples to the next level's size, projects."""
+
+    def __init__(self, features: int, in_hw: tuple[int, int], out_hw: tuple[int, int]):
+        super().__init__()
+        self.res1 = ResidualUnit(features)
+        self.res2 = ResidualUnit(features)
+        self.resize = Resize(in_hw, out_hw)
+        self.out_conv = nn.Conv2d(features, features, 1)
+
+    def forward(self, x: torch.Tensor, skip: torch.Tensor | None = None) -> torch.Tensor:
+        if skip is not None:
+            x = x + self.res1(skip)
+        return self.out_conv(self.resize(self.res2(x)))
+
+
+class DPTHead(nn.Module):
+    """Depth head for a (gh, gw) patch grid; output is relative inverse depth (B, H, W), ReLU-clamped."""
+
+    def __init__(self, cfg: DPTConfig, grid_hw: tuple[int, int], patch: int):
+        super().__init__()
+        gh, gw = grid_hw
+        c = cfg.out_channels
+        self.grid_hw = (gh, gw)
+        self.projects = nn.ModuleList(nn.Conv2d(cfg.in_dim, ch, 1) for ch in c)
+        self.resize = nn.ModuleList([
+            nn.ConvTranspose2d(c[0], c[0], kernel_size=4, stride=4),
+            nn.ConvTranspose2d(c[1], c[1], kernel_size=2, stride=2),
+            nn.Identity(),
+            nn.Conv2d(c[3], c[3], kernel_size=3, stride=2, padding=1),
+        ])
+        self.layer_rn = nn.ModuleList(nn.Conv2d(ch, cfg.features, 3, padding=1, bias=False) for ch in c)
+        sizes = [(gh * 4, gw * 4), (gh * 2, gw * 2), (gh, gw), (_conv_out(gh), _conv_out(gw))]
+        # fusion[0] works on the coarsest level; the last one doubles the finest level.
+        targets = [sizes[2], sizes[1], sizes[0], (gh * 8, gw * 8)]
+        self.fusion = nn.ModuleList(
+            FusionBlock(cfg.features, src, dst) for src, dst in zip(sizes[::-1], targets)
+        )
+        self.out_conv1 = nn.Conv2d(cfg.features, cfg.features // 2, 3, padding=1)
+        self.out_resize = Resize((gh * 8, gw * 8), (gh * patch, gw * patch))
+        self.out_conv2 = nn.Conv2d(cfg.features // 2, cfg.head_hidden, 3, padding=1)
+        self.out_conv3 = nn.Conv2d(cfg.head_hidden, 1, 1)
+
+    def forward(self, tokens: list[torch.Tensor]) -> torch.Tensor:
+        gh, gw = self.grid_hw
+        maps = []
+        for i, t in enumerate(tokens):
+            x = t.reshape(1, gh, gw, t.shape[-1]).permute(0, 3, 1, 2)
+            maps.append(self.layer_rn[i](self.resize[i](self.projects[i](x))))
+        x = self.fusion[0](maps[3])
+        for block, skip in zip(self.fusion[1:], maps[2::-1]):
+            x = block(x, skip)
+        x = self.out_resize(self.out_conv1(x))
+        x = torch.relu(self.out_conv3(torch.relu(self.out_conv2(x))))
+        return x[:, 0]

@@ -1,0 +1,209 @@
+"""Building blocks shared by the model families, written so that the exported graph stays rank <= 4."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class LayerScale(nn.Module):
+    """Per-channel gain on a residual branch; `rewrites.fold_layerscale` folds it into the projection before it."""
+
+    def __init__(self, dim: int, init: float = 1.0):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.full((dim,), init))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.gamma
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention on one sample's tokens (N, C): separate Q/K/V, no mask, rank <= 3.
+
+    `scale` is applied to the logits until `rewrites.fold_attention_scale` moves it into the Q projection.
+    """
+
+    def __init__(self, dim: int, heads: int, qkv_bias: bool = True):
+        super().__init__()
+        self.heads = heads
+        self.head_dim = dim // heads
+        self.scale = self.head_dim**-0.5
+        self.q = nn.Linear(dim, dim, bias=qkv_bias)
+        self.k = nn.Linear(dim, dim, bias=qkv_bias)
+        self.v = nn.Linear(dim, dim, bias=qkv_bias)
+        self.proj = nn.Linear(dim, dim)
+
+    def _heads(self, t: torch.Tensor) -> torch.Tensor:
+        return t.reshape(t.shape[0], self.heads, self.head_dim).transpose(0, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self._heads(self.q(x)), self._heads(self.k(x)), self._heads(self.v(x))
+        logits = q @ k.transpose(1, 2)
+        if self.scale != 1.0:
+            logits = logits * self.scale
+        out = logits.softmax(dim=-1) @ v
+        return self.proj(out.transpose(0, 1).reshape(x.shape[0], -1))
+
+
+class HeadMajorAttention(nn.Module):
+    """Attention whose Q/K/V weights are stored per head, (heads, C, head_dim): each projection is one batched
+    matmul straight into head-major layout, with no reshape or transpose. Built by `rewrites.head_major_qkv`.
+
+    K has no bias (a per-query constant that softmax ignores); V's bias lives in the output projection's bias
+    (softmax rows sum to one).
+    """
+
+    def __init__(self, attn: Attention):
+        super().__init__()
+        h, d = attn.heads, attn.head_dim
+
+        def per_head(linear: nn.Linear) -> torch.Tensor:
+            return linear.weight.detach().reshape(h, d, -1).transpose(1, 2).contiguous()
+
+        self.wq = nn.Parameter(per_head(attn.q) * attn.scale)
+        self.bq = nn.Parameter(attn.q.bias.detach().reshape(h, 1, d) * attn.scale)
+        self.wk = nn.Parameter(per_head(attn.k))
+        self.wv = nn.Parameter(per_head(attn.v))
+        self.proj = nn.Linear(attn.proj.in_features, attn.proj.out_features)
+        with torch.no_grad():
+            self.proj.weight.copy_(attn.proj.weight)
+            self.proj.bias.copy_(attn.proj.bias + attn.proj.weight @ attn.v.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = x @ self.wq + self.bq
+        out = (q @ (x @ self.wk).transpose(1, 2)).softmax(dim=-1) @ (x @ self.wv)
+        return self.proj(out.transpose(0, 1).reshape(x.shape[0], -1))
+
+
+class ScaleNorm(nn.Module):
+    """The part of a LayerNorm left after `rewrites.fold_layernorm`: x * rsqrt(mean((x - mean(x))^2) + eps).
+
+    The mean-centering, gain and bias live in the consumer's weights. The variance's mean and the epsilon are
+    one constant (1, C) linear map, so the norm costs six ops.
+    """
+
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.register_buffer("avg", torch.full((1, dim), 1.0 / dim), persistent=False)
+        self.register_buffer("eps", torch.tensor([eps]), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        d = x - x.mean(dim=-1, keepdim=True)
+        return x * torch.rsqrt(F.linear(d * d, self.avg, self.eps))
+
+
+class Mlp(nn.Module):
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block (DINOv2 layout) on one sample's tokens (N, C)."""
+
+    def __init__(self, dim: int, heads: int, mlp_ratio: float = 4.0, eps: float = 1e-6):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=eps)
+        self.attn = Attention(dim, heads)
+        self.ls1 = LayerScale(dim)
+        self.norm2 = nn.LayerNorm(dim, eps=eps)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio))
+        self.ls2 = LayerScale(dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.ls1(self.attn(self.norm1(x)))
+        return x + self.ls2(self.mlp(self.norm2(x)))
+
+
+def bilinear_matrix(n_in: int, n_out: int, align_corners: bool) -> torch.Tensor:
+    """The (n_out, n_in) matrix of 1-D linear interpolation, as F.interpolate(mode='bilinear') computes it."""
+    eye = torch.eye(n_in, dtype=torch.float64).reshape(n_in, 1, n_in, 1)
+    rows = F.interpolate(eye, size=(n_out, 1), mode="bilinear", align_corners=align_corners)
+    return rows.reshape(n_in, n_out).T.contiguous()
+
+
+class Resize(nn.Module):
+    """Bilinear resize of a fixed-size map to a fixed size, in one of three forms.
+
+    - ``interp``: F.interpolate with the upstream's align_corners=True (the reference form; emits RESIZE).
+    - ``exact``: the same map as constant band matrices applied along W, then H (no RESIZE op). Each output
+      index reads at most two inputs, so the matrices are cut into ``chunks`` diagonal blocks that each see
+      only the input span they need: FLOPs fall by about the chunk count, results are unchanged.
+    - ``approx``: align_corners=False, the GPU-native RESIZE_BILINEAR (an approximation).
+    """
+
+    def __init__(self, in_hw: tuple[int, int], out_hw: tuple[int, int], mode: str = "interp", chunks: int = 1):
+        super().__init__()
+        if mode not in ("interp", "exact", "approx"):
+            raise ValueError(f"unknown resize mode {mode!r}")
+        self.in_hw, self.out_hw, self.mode = tuple(in_hw), tuple(out_hw), mode
+        self.h_blocks = self._blocks(in_hw[0], out_hw[0], chunks) if mode == "exact" else []
+        self.w_blocks = self._blocks(in_hw[1], out_hw[1], chunks) if mode == "exact" else []
+        for axis, blocks in (("h", self.h_blocks), ("w", self.w_blocks)):
+            for i, (_, _, mat) in enumerate(blocks):
+                self.register_buffer(f"{axis}{i}", mat, persistent=False)
+
+    @staticmethod
+    def _blocks(n_in: int, n_out: int, chunks: int) -> list[tuple[int, int, torch.Tensor]]:
+        """Split the interpolation matrix into row blocks, each with the column span it touches."""
+        full = bilinear_matrix(n_in, n_out, align_corners=True)
+        chunks = max(1, min(chunks, n_out))
+        bounds = [round(i * n_out / chunks) for i in range(chunks + 1)]
+        blocks = []
+        for r0, r1 in zip(bounds[:-1], bounds[1:]):
+            cols = full[r0:r1].abs().sum(0).nonzero().flatten()
+            c0, c1 = int(cols.min()), int(cols.max()) + 1
+            blocks.append((c0, c1, full[r0:r1, c0:c1].float().contiguous()))
+        return blocks
+
+    def _apply_last(self, x: torch.Tensor, axis: str, blocks) -> torch.Tensor:
+        mats = [getattr(self, f"{axis}{i}") for i in range(len(blocks))]
+        if len(blocks) == 1:
+            c0, c1, _ = blocks[0]
+            src = x if (c0, c1) == (0, x.shape[-1]) else x[..., c0:c1]
+            return F.linear(src, mats[0])
+        return torch.cat([F.linear(x[..., c0:c1], m) for (c0, c1, _), m in zip(blocks, mats)], dim=-1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mode == "interp":
+            return F.interpolate(x, size=self.out_hw, mode="bilinear", align_corners=True)
+        if self.mode == "approx":
+            return F.interpolate(x, size=self.out_hw, mode="bilinear", align_corners=False)
+        x = self._apply_last(x, "w", self.w_blocks)
+        x = self._apply_last(x.transpose(2, 3), "h", self.h_blocks)
+        return x.transpose(2, 3)
+
+
+class DeconvAsShuffle(nn.Module):
+    """ConvTranspose2d with kernel == stride and no padding, as a 1x1 conv to C*k*k channels + depth-to-space.
+
+    The blocks do not overlap, so this is exact; the depth-to-space is written with rank-4 reshapes in
+    channels-last order so that no tensor goes above rank 4.
+    """
+
+    def __init__(self, deconv: nn.ConvTranspose2d):
+        super().__init__()
+        k = deconv.kernel_size[0]
+        if deconv.kernel_size != deconv.stride or deconv.kernel_size[0] != deconv.kernel_size[1] or any(deconv.padding):
+            raise ValueError("only ConvTranspose2d with square kernel == stride and no padding is supported")
+        c_in, c_out = deconv.in_channels, deconv.out_channels
+        self.k, self.c_out = k, c_out
+        weight = deconv.weight.detach().permute(2, 3, 1, 0).reshape(k * k * c_out, c_in)
+        bias = deconv.bias.detach().repeat(k * k) if deconv.bias is not None else None
+        self.conv = nn.Conv2d(c_in, k * k * c_out, kernel_size=1, bias=bias is not None)
+        with torch.no_grad():
+            self.conv.weight.copy_(weight[:, :, None, None])
+            if bias is not None:
+                self.conv.bias.copy_(bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, _, h, w = x.shape
+        k, c = self.k, self.c_out
+        y = self.conv(x).permute(0, 2, 3, 1)
+        y = y.reshape(b * h, w, k, k * c).transpose(1, 2)
+        return y.reshape(b, h * k, w * k, c).permute(0, 3, 1, 2)

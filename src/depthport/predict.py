@@ -1,0 +1,46 @@
+"""`depthport predict`: run any exported file on one image with the right preprocessing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from .atomic import atomic_path
+from .preprocess import InputError, load_image, to_tensor
+from .runtimes import load_runner
+from .visualize import colorize
+
+
+def input_is_normalized(model_path: Path) -> bool:
+    """False when the export folder's report says the ImageNet normalisation was folded into the model."""
+    report = model_path.parent / "report.json"
+    if report.exists():
+        try:
+            return "folded" not in json.loads(report.read_text()).get("normalization", "")
+        except (json.JSONDecodeError, AttributeError):
+            return True
+    return True
+
+
+def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path, out_npy: str | Path | None = None,
+            letterbox: bool = False, threads: int = 2) -> np.ndarray:
+    """Depth (H, W) at the model's input size; writes a colourised PNG at the image's own size."""
+    model_path = Path(model_path)
+    image = load_image(image_path)
+    runner = load_runner(model_path, threads=threads)
+    if len(runner.input_shape) != 4 or runner.input_shape[1] != 3:
+        raise InputError(f"{model_path.name} does not take an image (input {list(runner.input_shape)})")
+    hw = tuple(runner.input_shape[2:])
+    x = to_tensor(image, hw, normalize=input_is_normalized(model_path), letterbox=letterbox)
+    depth = np.asarray(runner.run(x)).reshape(hw)
+    picture = colorize(depth).resize(image.size, Image.Resampling.BILINEAR)
+    with atomic_path(out_png) as tmp:
+        picture.save(tmp, format="PNG")
+    if out_npy:
+        with atomic_path(out_npy) as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, depth.astype(np.float32))
+    return depth

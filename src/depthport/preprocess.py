@@ -1,0 +1,89 @@
+"""Image loading and preprocessing shared by every runtime: resize, normalise, NCHW float32."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+PATCH = 14
+
+
+class InputError(ValueError):
+    """Bad user input: shown as one line, exit status 2."""
+
+
+def parse_size(text: str, multiple: int = PATCH) -> tuple[int, int]:
+    """'518x686' -> (518, 686); both sides must be positive multiples of ``multiple``."""
+    m = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", text or "")
+    if not m:
+        raise InputError(f"malformed size {text!r}: expected HxW, e.g. 518x686")
+    h, w = int(m.group(1)), int(m.group(2))
+    if h <= 0 or w <= 0 or h % multiple or w % multiple:
+        raise InputError(f"size {h}x{w} is not a multiple of the patch size {multiple} on both sides")
+    return h, w
+
+
+def size_from_aspect(long_side: int, aspect: str, multiple: int = PATCH) -> tuple[int, int]:
+    """Long side and 'W:H' aspect -> (H, W), the long side kept and the other rounded to a multiple."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*:\s*(\d+(?:\.\d+)?)\s*", aspect or "")
+    if not m or float(m.group(1)) <= 0 or float(m.group(2)) <= 0:
+        raise InputError(f"malformed aspect {aspect!r}: expected W:H, e.g. 4:3")
+    if long_side <= 0 or long_side % multiple:
+        raise InputError(f"long side {long_side} is not a positive multiple of {multiple}")
+    aw, ah = float(m.group(1)), float(m.group(2))
+    short = max(multiple, round(long_side * min(aw, ah) / max(aw, ah) / multiple) * multiple)
+    return (long_side, short) if ah >= aw else (short, long_side)
+
+
+def fit_size(image_hw: tuple[int, int], long_side: int, multiple: int = PATCH) -> tuple[int, int]:
+    """Upper-bound resize: the longer side becomes ``long_side``; each side then to the nearest multiple."""
+    h, w = image_hw
+    scale = long_side / max(h, w)
+    return tuple(max(multiple, round(s * scale / multiple) * multiple) for s in (h, w))
+
+
+def load_image(path: str | Path) -> Image.Image:
+    """An RGB image; anything unreadable, or not convertible to RGB without guessing, is an InputError."""
+    try:
+        img = Image.open(path)
+        img.load()
+    except (FileNotFoundError, IsADirectoryError):
+        raise InputError(f"image not found: {path}") from None
+    except (UnidentifiedImageError, OSError) as exc:
+        raise InputError(f"cannot read image {path}: {exc}") from None
+    if img.mode in ("RGB",):
+        return img
+    if img.mode in ("RGBA", "LA", "L", "P", "RGBX", "CMYK", "YCbCr"):
+        return img.convert("RGB")
+    raise InputError(f"unsupported image mode {img.mode!r} in {path}: expected RGB or greyscale")
+
+
+def to_tensor(img: Image.Image, size_hw: tuple[int, int], normalize: bool = True, letterbox: bool = False,
+              resample: int = Image.Resampling.BICUBIC) -> np.ndarray:
+    """RGB image -> (1, 3, H, W) float32, resized to size_hw (stretched, or letterboxed with black bars)."""
+    h, w = size_hw
+    if letterbox:
+        scale = min(h / img.height, w / img.width)
+        nh, nw = max(1, round(img.height * scale)), max(1, round(img.width * scale))
+        canvas = Image.new("RGB", (w, h))
+        canvas.paste(img.resize((nw, nh), resample), ((w - nw) // 2, (h - nh) // 2))
+        img = canvas
+    else:
+        img = img.resize((w, h), resample)
+    x = np.asarray(img, dtype=np.float32) / 255.0
+    if normalize:
+        x = (x - np.array(IMAGENET_MEAN, np.float32)) / np.array(IMAGENET_STD, np.float32)
+    return np.ascontiguousarray(x.transpose(2, 0, 1)[None])
+
+
+def letterbox_box(image_hw: tuple[int, int], size_hw: tuple[int, int]) -> tuple[int, int, int, int]:
+    """(top, left, height, width) of the content inside a letterboxed input."""
+    h, w = size_hw
+    scale = min(h / image_hw[0], w / image_hw[1])
+    nh, nw = max(1, round(image_hw[0] * scale)), max(1, round(image_hw[1] * scale))
+    return (h - nh) // 2, (w - nw) // 2, nh, nw

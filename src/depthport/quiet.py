@@ -1,0 +1,29 @@
+"""Silence the native libraries' log lines (absl, LiteRT, XNNPACK) that go straight to file descriptor 2."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("GLOG_minloglevel", "3")
+
+
+@contextlib.contextmanager
+def native_stderr_muted(enabled: bool = True):
+    """Route fd 2 to a temporary file for the block; Python's own sys.stderr writes are restored after."""
+    if not enabled:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)

@@ -1,0 +1,170 @@
+"""The rewrite steps. Each takes a built, loaded model and changes it in place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+from ..models.dinov2 import DinoV2
+from ..models.layers import Attention, Block, DeconvAsShuffle, HeadMajorAttention, Resize, ScaleNorm
+from ..preprocess import IMAGENET_MEAN, IMAGENET_STD
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    name: str
+    fn: Callable[[nn.Module], None]
+    exact: bool
+    summary: str
+
+
+def _encoders(model: nn.Module) -> list[DinoV2]:
+    return [m for m in model.modules() if isinstance(m, DinoV2)]
+
+
+@torch.no_grad()
+def bake_pos_embed(model: nn.Module) -> None:
+    for enc in _encoders(model):
+        enc.baked_pos_embed = enc.position_embedding().detach().clone()
+
+
+@torch.no_grad()
+def fold_layerscale(model: nn.Module) -> None:
+    for block in (m for m in model.modules() if isinstance(m, Block)):
+        for ls_name, linear in (("ls1", block.attn.proj), ("ls2", block.mlp.fc2)):
+            ls = getattr(block, ls_name)
+            if isinstance(ls, nn.Identity):
+                continue
+            linear.weight.mul_(ls.gamma[:, None])
+            linear.bias.mul_(ls.gamma)
+            setattr(block, ls_name, nn.Identity())
+
+
+@torch.no_grad()
+def fold_attention_scale(model: nn.Module) -> None:
+    for attn in (m for m in model.modules() if isinstance(m, Attention)):
+        attn.q.weight.mul_(attn.scale)
+        if attn.q.bias is not None:
+            attn.q.bias.mul_(attn.scale)
+        attn.scale = 1.0
+
+
+def _fold_norm_into(norm: nn.LayerNorm, consumers: list[nn.Module]) -> ScaleNorm:
+    """LayerNorm(x) feeding consumers W, b (Linear or 1x1 Conv2d) -> ScaleNorm(x) feeding A_c, b + W @ beta.
+
+    A = W diag(gamma) and A_c is A with each row's mean removed, so that A_c x = A (x - mean(x)).
+    """
+    g, beta = norm.weight.detach(), norm.bias.detach()
+    for layer in consumers:
+        w = layer.weight.view(layer.weight.shape[0], -1)
+        extra = w @ beta
+        w.mul_(g)
+        w.sub_(w.mean(dim=1, keepdim=True))
+        if layer.bias is None:
+            layer.bias = nn.Parameter(extra)
+        else:
+            layer.bias.add_(extra)
+    return ScaleNorm(norm.normalized_shape[0], norm.eps)
+
+
+@torch.no_grad()
+def fold_layernorm(model: nn.Module) -> None:
+    for block in (m for m in model.modules() if isinstance(m, Block)):
+        if isinstance(block.norm1, nn.LayerNorm):
+            block.norm1 = _fold_norm_into(block.norm1, [block.attn.q, block.attn.k, block.attn.v])
+        if isinstance(block.norm2, nn.LayerNorm):
+            block.norm2 = _fold_norm_into(block.norm2, [block.mlp.fc1])
+    head = getattr(model, "head", None)
+    for enc in _encoders(model):
+        if isinstance(enc.norm, nn.LayerNorm) and head is not None and hasattr(head, "projects"):
+            enc.norm = _fold_norm_into(enc.norm, list(head.projects))
+
+
+@torch.no_grad()
+def head_major_qkv(model: nn.Module) -> None:
+    for block in (m for m in model.modules() if isinstance(m, Block)):
+        if isinstance(block.attn, Attention):
+            block.attn = HeadMajorAttention(block.attn)
+
+
+@torch.no_grad()
+def deconv_to_shuffle(model: nn.Module) -> None:
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.ConvTranspose2d):
+                setattr(parent, name, DeconvAsShuffle(child))
+
+
+def _replace_resizes(model: nn.Module, mode: str, chunks: int) -> None:
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, Resize):
+                setattr(parent, name, Resize(child.in_hw, child.out_hw, mode, _chunks_for(child, chunks)))
+
+
+def _chunks_for(resize: Resize, chunks: int) -> int:
+    """Band blocks only pay off on large maps; small ones stay a single matrix product."""
+    return chunks if max(resize.out_hw) >= 256 else 1
+
+
+def exact_resize(model: nn.Module, chunks: int = 4) -> None:
+    _replace_resizes(model, "exact", chunks)
+
+
+def approx_resize(model: nn.Module) -> None:
+    _replace_resizes(model, "approx", 1)
+
+
+@torch.no_grad()
+def fold_input_normalization(model: nn.Module) -> None:
+    """Input becomes raw RGB in 0..1: (x - mean) / std is folded into the patch-embedding conv."""
+    mean = torch.tensor(IMAGENET_MEAN)
+    std = torch.tensor(IMAGENET_STD)
+    for enc in _encoders(model):
+        conv = enc.patch_embed
+        conv.bias.sub_((conv.weight * (mean / std)[None, :, None, None]).sum(dim=(1, 2, 3)))
+        conv.weight.div_(std[None, :, None, None])
+
+
+REWRITES: dict[str, Rewrite] = {
+    r.name: r
+    for r in [
+        Rewrite("bake_pos_embed", bake_pos_embed, True,
+                "position embedding resampled once for the export shape, stored as a constant (no GATHER_ND/BROADCAST_TO)"),
+        Rewrite("fold_layerscale", fold_layerscale, True, "LayerScale gamma folded into attn.proj and mlp.fc2"),
+        Rewrite("fold_attention_scale", fold_attention_scale, True, "1/sqrt(head_dim) folded into the Q weights and bias"),
+        Rewrite("fold_layernorm", fold_layernorm, True,
+                "LayerNorm mean-centering, gain and bias folded into the Q/K/V, fc1 and DPT projection weights; "
+                "the norm keeps only x*rsqrt(var+eps), 6 ops instead of 12"),
+        Rewrite("head_major_qkv", head_major_qkv, True,
+                "Q/K/V as batched matmuls with per-head weights (no reshape/transpose); K bias dropped "
+                "(softmax is shift-invariant), V bias folded into the output projection"),
+        Rewrite("deconv_to_shuffle", deconv_to_shuffle, True,
+                "ConvTranspose2d (kernel = stride) as 1x1 conv + rank-4 depth-to-space (no TRANSPOSE_CONV)"),
+        Rewrite("exact_resize", exact_resize, True,
+                "align_corners=True bilinear resizes as banded constant matrix products (no RESIZE op)"),
+        Rewrite("approx_resize", approx_resize, False,
+                "align_corners=True resizes replaced by align_corners=False RESIZE_BILINEAR (approximation)"),
+        Rewrite("fold_input_normalization", fold_input_normalization, True,
+                "ImageNet mean/std folded into the patch-embedding conv: input is RGB in 0..1"),
+    ]
+}
+
+
+def default_rewrites(resize: str = "exact", fold_normalization: bool = False) -> list[str]:
+    if resize not in ("exact", "approx"):
+        raise ValueError(f"--resize must be exact or approx, not {resize!r}")
+    names = ["bake_pos_embed", "fold_layerscale", "fold_attention_scale", "fold_layernorm", "head_major_qkv", "deconv_to_shuffle",
+             f"{resize}_resize"]
+    return names + (["fold_input_normalization"] if fold_normalization else [])
+
+
+def apply(model: nn.Module, names: list[str]) -> nn.Module:
+    for name in names:
+        if name not in REWRITES:
+            raise ValueError(f"unknown rewrite {name!r}; known: {', '.join(REWRITES)}")
+        REWRITES[name].fn(model)
+    return model

@@ -1,0 +1,5 @@
+"""One runner per runtime, same interface: ``runner.run(x: (1,3,H,W) float32) -> depth (1,H,W) float32``."""
+
+from .base import Runner, load_runner
+
+__all__ = ["Runner", "load_runner"]

@@ -1,0 +1,59 @@
+"""LiteRT on the CPU through the CompiledModel API (or the classic Interpreter), with an explicit thread count."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..preprocess import InputError
+
+
+class LiteRTRunner:
+    runtime = "litert"
+
+    def __init__(self, path: str | Path, threads: int = 2, api: str = "compiled"):
+        self.path, self.threads, self.api = Path(path), threads, api
+        try:
+            if api == "compiled":
+                self._init_compiled()
+            else:
+                self._init_interpreter()
+        except (ValueError, RuntimeError) as exc:
+            raise InputError(f"LiteRT cannot load {self.path.name}: {str(exc).splitlines()[0]}") from None
+        self.runtime = f"litert-{api}"
+
+    def _init_interpreter(self) -> None:
+        from ai_edge_litert.interpreter import Interpreter
+
+        self._interp = Interpreter(model_path=str(self.path), num_threads=self.threads)
+        self._runner = self._interp.get_signature_runner()
+        detail = self._runner.get_input_details()
+        self._input_name = next(iter(detail))
+        self.input_shape = tuple(int(d) for d in detail[self._input_name]["shape"])
+
+    def _init_compiled(self) -> None:
+        from ai_edge_litert.compiled_model import CompiledModel
+        from ai_edge_litert.cpu_options import CpuOptions
+        from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+        from ai_edge_litert.options import Options
+
+        options = Options(HardwareAccelerator.CPU, cpu_options=CpuOptions(num_threads=self.threads))
+        self._model = CompiledModel.from_file(str(self.path), options=options)
+        self._inputs = self._model.create_input_buffers(0)
+        self._outputs = self._model.create_output_buffers(0)
+        key = self._model.get_signature_by_index(0)["key"]
+        self.input_shape = tuple(int(d) for d in next(iter(self._model.get_input_tensor_details(key).values()))["shape"])
+        out = next(iter(self._model.get_output_tensor_details(key).values()))
+        self._output_shape = tuple(int(d) for d in out["shape"])
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        if tuple(x.shape) != self.input_shape:
+            raise InputError(f"{self.path.name} takes input {list(self.input_shape)}, got {list(x.shape)}")
+        if self.api != "compiled":
+            return np.asarray(self._runner(**{self._input_name: x})["output_0"])
+        self._inputs[0].write(x)
+        self._model.run_by_index(0, self._inputs, self._outputs)
+        n = int(np.prod(self._output_shape))
+        return np.asarray(self._outputs[0].read(n, np.float32)).reshape(self._output_shape)

@@ -1,0 +1,106 @@
+"""Resolve ``--weights`` (random, a local file or folder, a Hugging Face repo id) to depthport-named tensors."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..registry import ModelSpec
+from . import formats
+from .errors import WeightsError
+
+
+@dataclass
+class LoadedWeights:
+    state: dict[str, torch.Tensor]
+    source: str
+    format: str
+    random: bool = False
+    revision: str | None = None
+
+    @property
+    def pos_formula(self) -> str:
+        """The position-embedding resampling that matches the implementation the weights came with."""
+        return "official" if self.format == "official" else "transformers"
+
+
+def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            return load_file(str(path))
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any read failure is reported as one line
+        raise WeightsError(f"cannot read checkpoint {path}: {type(exc).__name__}: {exc}") from None
+    if isinstance(state, dict) and "model" in state and isinstance(state["model"], dict):
+        state = state["model"]
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise WeightsError(f"checkpoint {path} is not a state dict of tensors")
+    return state
+
+
+def _format_for(path: Path) -> tuple[formats.KeyMapFormat, Path]:
+    if path.is_dir():
+        if not (path / "model.safetensors").exists():
+            raise WeightsError(f"{path} has no model.safetensors (expected a transformers-format checkpoint folder)")
+        return formats.TRANSFORMERS, path / "model.safetensors"
+    if path.suffix == ".safetensors":
+        return formats.TRANSFORMERS, path
+    if path.suffix in (".pth", ".pt"):
+        return formats.OFFICIAL, path
+    raise WeightsError(f"unknown checkpoint type {path.name}: expected .pth (official), .safetensors or a folder")
+
+
+def _hub_file(repo_id: str, filename: str) -> Path:
+    """A file from the Hugging Face cache, else the hub; offline, an error that says how to get it."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(hf_hub_download(repo_id, filename, local_files_only=True))
+    except LocalEntryNotFoundError:
+        pass
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        reason = "HF_HUB_OFFLINE is set"
+    else:
+        try:
+            return Path(hf_hub_download(repo_id, filename))
+        except Exception as exc:  # noqa: BLE001 - network, auth and missing-repo errors all end here
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no answer'}"
+    raise WeightsError(
+        f"{filename} of {repo_id} is not in the Hugging Face cache and could not be downloaded ({reason}); "
+        f"run `hf download {repo_id} {filename}` on a connected machine, or pass --weights PATH"
+    )
+
+
+def _revision_of(path: Path) -> str | None:
+    parts = path.parts
+    return parts[parts.index("snapshots") + 1] if "snapshots" in parts else None
+
+
+def load_weights(spec: ModelSpec, weights: str, expected: dict[str, torch.Size]) -> LoadedWeights:
+    """Weights for ``spec`` from a local path or a hub repo id, checked key by key against ``expected``."""
+    path = Path(weights).expanduser()
+    looks_like_file = path.suffix in (".pth", ".pt", ".safetensors") or weights.startswith((".", "/", "~"))
+    if path.exists():
+        fmt, file = _format_for(path)
+        source = str(path)
+    elif looks_like_file:
+        raise WeightsError(f"checkpoint not found: {weights}")
+    elif re.fullmatch(r"[\w.-]+/[\w.-]+", weights):
+        if weights == spec.official_repo:
+            fmt, file = formats.OFFICIAL, _hub_file(weights, spec.official_file)
+        else:
+            fmt, file = formats.TRANSFORMERS, _hub_file(weights, "model.safetensors")
+            _hub_file(weights, "config.json")
+        source = f"hf://{weights}"
+    else:
+        raise WeightsError(f"weights {weights!r}: not 'random', an existing file or folder, or a Hugging Face repo id")
+    state = fmt.to_depthport(_read_state_dict(file), expected, source)
+    return LoadedWeights(state, source, fmt.name, revision=_revision_of(file))
+
