@@ -15,8 +15,15 @@ from .preprocess import InputError, parse_size, size_from_aspect
 EXTENSIONS = ["depthport.check.cli", "depthport.verify.cli", "depthport.bench.cli", "depthport.report.card_cli"]
 
 
-def _models(args) -> int:
+def console(stderr: bool = False):
+    """A rich console; 160 columns when not on a terminal, so piped tables are not truncated."""
     from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else 160)
+
+
+def _models(args) -> int:
     from rich.table import Table
 
     from .registry import MODELS
@@ -29,7 +36,7 @@ def _models(args) -> int:
             continue
         table.add_row(spec.id, spec.family, spec.licence, "x".join(map(str, spec.default_hw)), spec.hf_repo or "-",
                       f"{spec.official_repo}/{spec.official_file}" if spec.official_repo else "-")
-    Console().print(table)
+    console().print(table)
     return 0
 
 
@@ -44,13 +51,10 @@ def export_size(args, default_hw: tuple[int, int]) -> tuple[int, int]:
 
 
 def _export(args) -> int:
-    from rich.console import Console
-
     from .pipeline import ExportRequest, clean_partial, command_line, parse_targets, run_export
-    from .registry import get_spec
     from .quiet import native_stderr_muted
+    from .registry import get_spec
 
-    console = Console(stderr=True)
     if args.verbose:
         os.environ["DEPTHPORT_VERBOSE"] = "1"
     spec = get_spec(args.model)
@@ -60,7 +64,7 @@ def _export(args) -> int:
                                                  "skip": {s.strip() for s in args.skip.split(",") if s.strip()}})
     existed = req.out_dir.exists()
     try:
-        with console.status("exporting") as status, native_stderr_muted(not args.verbose):
+        with console(stderr=True).status("exporting") as status, native_stderr_muted(not args.verbose):
             report = run_export(req, progress=lambda msg: status.update(msg))
     except BaseException:
         clean_partial(req.out_dir, existed)
@@ -70,12 +74,11 @@ def _export(args) -> int:
 
 
 def _summary(report: dict, out_dir: Path) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    out = console()
     if report.get("random_weights"):
-        console.print("[bold red]RANDOM WEIGHTS: these files are for dry runs; their depth means nothing.[/]")
+        out.print("[bold red]RANDOM WEIGHTS: these files are for dry runs; their depth means nothing.[/]")
     table = Table(title=f"{report['model']} -> {out_dir}")
     for col in ("file", "target", "MB", "ops", "max rank", "GPU clean"):
         table.add_column(col)
@@ -83,18 +86,16 @@ def _summary(report: dict, out_dir: Path) -> None:
         gpu = a.get("gpu_check", {}).get("gpu_clean")
         table.add_row(a["file"], a["target"], f"{a['bytes'] / 1e6:.1f}", str(a.get("op_count", "-")),
                       str(a.get("max_tensor_rank", "-")), "-" if gpu is None else ("yes" if gpu else "NO"))
-    console.print(table)
+    out.print(table)
 
 
 def _predict(args) -> int:
-    from rich.console import Console
-
     from .predict import predict
     from .quiet import native_stderr_muted
 
     with native_stderr_muted(not args.verbose):
         depth = predict(args.file, args.image, args.output, args.npy, letterbox=args.letterbox, threads=args.threads)
-    Console().print(f"wrote {args.output}" + (f" and {args.npy}" if args.npy else "")
+    console().print(f"wrote {args.output}" + (f" and {args.npy}" if args.npy else "")
                     + f": depth {depth.shape[0]}x{depth.shape[1]}, range {depth.min():.4g}..{depth.max():.4g}")
     return 0
 

@@ -89,6 +89,24 @@ def machine() -> dict[str, str | int]:
     return {"cpu": cpu, "cores": os.cpu_count() or 0, "os": platform.platform()}
 
 
+def rewrite_ledger(spec, built, req: ExportRequest, names: list[str]) -> list[dict]:
+    """Each rewrite's effect on one built-in natural image at the export shape.
+
+    The input-normalisation fold changes what the input means, so it is checked by the tests, not here.
+    """
+    import skimage.data
+
+    from PIL import Image
+
+    from .preprocess import to_tensor
+    from .rewrites.ledger import measure
+
+    image = Image.fromarray(skimage.data.chelsea())
+    x = to_tensor(image, req.input_hw)
+    return measure(lambda r: build(spec, req.input_hw, built.weights, rewrites=r, pos_formula=built.pos_formula).model,
+                   [n for n in names if n != "fold_input_normalization"], x)
+
+
 def run_export(req: ExportRequest, progress=None) -> dict:
     """Export every requested target into ``req.out_dir`` and write report.json; returns the report."""
     spec = get_spec(req.model)
@@ -115,6 +133,9 @@ def run_export(req: ExportRequest, progress=None) -> dict:
         "machine": machine(),
         "artifacts": [],
     }
+    if "ledger" not in ctx.options.get("skip", set()):
+        step("measuring each rewrite's numerical effect")
+        report["rewrite_ledger"] = rewrite_ledger(spec, built, req, names)
     for name in req.targets:
         step(f"exporting {name}")
         report["artifacts"].append(targets[name](ctx))

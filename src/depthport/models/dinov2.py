@@ -29,9 +29,11 @@ def resample_pos_embed(grid: torch.Tensor, out_hw: tuple[int, int], formula: str
     """Bicubic resampling of a (1, C, g, g) position grid to out_hw, by one of the two upstream formulas.
 
     ``official`` is DINOv2's ``scale_factor=(n + 0.1) / g`` (used by the Depth Anything repos); ``transformers``
-    passes ``size=``. They agree only when out_hw == (g, g).
+    passes ``size=``. Both upstreams skip resampling at the pretraining grid, so the formulas differ elsewhere only.
     """
     g = grid.shape[-1]
+    if tuple(out_hw) == (g, g):
+        return grid
     if formula == "official":
         scale = ((out_hw[0] + 0.1) / g, (out_hw[1] + 0.1) / g)
         out = F.interpolate(grid.float(), scale_factor=scale, mode="bicubic", align_corners=False)
@@ -71,8 +73,6 @@ class DinoV2(nn.Module):
             return self.baked_pos_embed
         g, dim = self.cfg.pretrain_grid, self.cfg.dim
         cls_pos, patch_pos = self.pos_embed[:, :1], self.pos_embed[:, 1:]
-        if self.grid_hw == (g, g):
-            return self.pos_embed
         grid = patch_pos.reshape(1, g, g, dim).permute(0, 3, 1, 2)
         patch_pos = resample_pos_embed(grid, self.grid_hw, self.pos_formula)
         return torch.cat([cls_pos, patch_pos.permute(0, 2, 3, 1).reshape(1, -1, dim)], dim=1)

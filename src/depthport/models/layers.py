@@ -121,8 +121,12 @@ class Block(nn.Module):
 
 
 def bilinear_matrix(n_in: int, n_out: int, align_corners: bool) -> torch.Tensor:
-    """The (n_out, n_in) matrix of 1-D linear interpolation, as F.interpolate(mode='bilinear') computes it."""
-    eye = torch.eye(n_in, dtype=torch.float64).reshape(n_in, 1, n_in, 1)
+    """The (n_out, n_in) matrix of 1-D linear interpolation, with the float32 weights F.interpolate uses.
+
+    Taking the weights from the fp32 kernel itself (not computed in fp64) makes the matrix form reproduce the
+    upstream model's own rounding of the interpolation weights.
+    """
+    eye = torch.eye(n_in, dtype=torch.float32).reshape(n_in, 1, n_in, 1)
     rows = F.interpolate(eye, size=(n_out, 1), mode="bilinear", align_corners=align_corners)
     return rows.reshape(n_in, n_out).T.contiguous()
 
@@ -158,7 +162,7 @@ class Resize(nn.Module):
         for r0, r1 in zip(bounds[:-1], bounds[1:]):
             cols = full[r0:r1].abs().sum(0).nonzero().flatten()
             c0, c1 = int(cols.min()), int(cols.max()) + 1
-            blocks.append((c0, c1, full[r0:r1, c0:c1].float().contiguous()))
+            blocks.append((c0, c1, full[r0:r1, c0:c1].contiguous()))
         return blocks
 
     def _apply_last(self, x: torch.Tensor, axis: str, blocks) -> torch.Tensor:

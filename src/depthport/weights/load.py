@@ -58,15 +58,15 @@ def _format_for(path: Path) -> tuple[formats.KeyMapFormat, Path]:
 
 def _hub_file(repo_id: str, filename: str) -> Path:
     """A file from the Hugging Face cache, else the hub; offline, an error that says how to get it."""
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import constants, hf_hub_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     try:
         return Path(hf_hub_download(repo_id, filename, local_files_only=True))
     except LocalEntryNotFoundError:
         pass
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
-        reason = "HF_HUB_OFFLINE is set"
+    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("0", "", "false"):
+        reason = "offline mode (HF_HUB_OFFLINE) is on"
     else:
         try:
             return Path(hf_hub_download(repo_id, filename))

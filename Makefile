@@ -1,0 +1,34 @@
+# depthport: `make demo` runs the main job end to end; `make test` runs the tests.
+# Both create the virtual environment at .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_OUT ?= demo-out
+
+.PHONY: venv demo test gpu-setup bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first and exact: a range would pull a multi-GB CUDA build
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
+	$(BIN)/pip install -q --no-deps -c constraints.txt depth-anything-3
+	touch $(STAMP)
+
+gpu-setup:
+	bash scripts/setup_swiftshader.sh || echo "SwiftShader setup failed: GPU-accelerator tests will be skipped"
+
+demo: venv
+	$(BIN)/depthport export da2-small --weights random --size 518x686 --targets litert-fp32 --out $(DEMO_OUT)
+	$(BIN)/depthport predict $(DEMO_OUT)/da2_small_fp32.tflite src/depthport/assets/chelsea.jpg \
+		-o $(DEMO_OUT)/chelsea_depth.png --npy $(DEMO_OUT)/chelsea_depth.npy
+
+test: venv gpu-setup
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(DEMO_OUT) .pytest_cache

@@ -1,0 +1,100 @@
+"""`depthport check FILE`: is this .tflite fully delegated to the mobile GPU?"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from depthport.check.tflite_graph import TfliteReadError
+from depthport.check.verdict import check_tflite
+
+EXIT_CLEAN, EXIT_NOT_CLEAN, EXIT_BAD_INPUT = 0, 1, 2
+PIPE_WIDTH = 160
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the `check` subcommand to an argparse subparsers object."""
+    parser = subparsers.add_parser("check", help="prove a .tflite runs entirely on the mobile GPU",
+                                   description=__doc__)
+    configure(parser)
+    return parser
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `depthport check`."""
+    parser.add_argument("file", help=".tflite model to check")
+    parser.add_argument("--run-gpu", action="store_true",
+                        help="also compile on the real LiteRT GPU accelerator (SwiftShader without a GPU)")
+    parser.add_argument("--numeric-file", help="small-shape export of the same model for the numerical run")
+    parser.add_argument("--no-compare", action="store_true", help="with --run-gpu: skip the GPU vs CPU run")
+    parser.add_argument("--allow-fp16", action="store_true", help="let the GPU compute in FP16 (default FP32)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds for the GPU run (default 300)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the check; exit 0 clean, 1 not clean, 2 bad input."""
+    try:
+        result = check_tflite(args.file, run_gpu=args.run_gpu, numeric_file=args.numeric_file,
+                              compare=not args.no_compare, enforce_f32=not args.allow_fp16,
+                              timeout=args.timeout, seed=args.seed)
+    except TfliteReadError as exc:
+        print(f"depthport check: {args.file}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        render(result, Console(width=None if sys.stdout.isatty() else PIPE_WIDTH))
+    return EXIT_CLEAN if result["gpu_clean"] else EXIT_NOT_CLEAN
+
+
+def render(result: dict[str, Any], console: Console) -> None:
+    """Human-readable report: violations table, op summary, runtime verdict."""
+    if result["violations"]:
+        console.print(_violation_table(result["violations"]))
+    hist = ", ".join(f"{k} {v}" for k, v in result["op_histogram"].items())
+    console.print(Text(f"{result['file']}: {result['op_count']} ops, max rank {result['max_tensor_rank']} ({hist})"))
+    console.print(f"static: {result['error_count']} error(s), {result['warning_count']} warning(s)")
+    console.print(Text(_runtime_line(result["runtime"])))
+    verdict = "[green]GPU clean[/green]" if result["gpu_clean"] else "[red]NOT GPU clean[/red]"
+    console.print(verdict)
+
+
+def _violation_table(violations: list[dict[str, Any]]) -> Table:
+    table = Table(title="GPU delegate violations")
+    for column in ("#", "op", "tensors", "rule", "detail", "source", "severity"):
+        table.add_column(column, overflow="fold", no_wrap=column in ("#", "op", "rule", "severity"))
+    for v in violations:
+        color = "red" if v["severity"] == "error" else "yellow"
+        table.add_row(str(v["op_index"]), v["op"], Text(v["shapes"]), v["rule"], Text(v["detail"]),
+                      Text(v["source"]), Text(v["severity"], style=color))
+    return table
+
+
+def _runtime_line(runtime: dict[str, Any]) -> str:
+    status = {True: "fully delegated", False: "NOT fully delegated", None: "no verdict"}[runtime["fully_delegated"]]
+    line = f"runtime: {status}"
+    if runtime["rejected_ops"]:
+        line += " - rejected: " + ", ".join(f"{r['op']} ({r['reason']})" for r in runtime["rejected_ops"])
+    if runtime["rel_l2_vs_cpu"] is not None:
+        line += f" - rel L2 {runtime['rel_l2_vs_cpu']:.2e}, shape {runtime['shape']} from {runtime['numeric_file']}"
+    return f"{line} - {runtime['note']}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry point: python -m depthport.check.cli FILE [...]."""
+    parser = argparse.ArgumentParser(prog="depthport check", description=__doc__)
+    configure(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,35 @@
+"""The numerical effect of each rewrite, measured by applying them one at a time to the loaded model."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .steps import REWRITES
+
+
+def _rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
+    a64, b64 = a.double(), b.double()
+    return float((a64 - b64).norm() / b64.norm().clamp_min(1e-30))
+
+
+@torch.no_grad()
+def measure(build_fn, names: list[str], x: np.ndarray | torch.Tensor) -> list[dict]:
+    """``build_fn(rewrites) -> model``. Applies ``names`` cumulatively; each entry compares the output after
+    the step with the output before it and with the un-rewritten model."""
+    x = torch.as_tensor(x)
+    base = build_fn([])(x)
+    previous, applied, ledger = base, [], []
+    for name in names:
+        applied.append(name)
+        out = build_fn(list(applied))(x)
+        ledger.append({
+            "rewrite": name,
+            "exact": REWRITES[name].exact,
+            "summary": REWRITES[name].summary,
+            "rel_l2_step": _rel_l2(out, previous),
+            "max_abs_step": float((out - previous).abs().max()),
+            "rel_l2_cumulative": _rel_l2(out, base),
+        })
+        previous = out
+    return ledger

@@ -1,0 +1,46 @@
+"""Shared fixtures: no network, the tiny Depth Anything V2 config, its random weights, a tiny LiteRT export."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from helpers import TINY_HW
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+@pytest.fixture(scope="session")
+def tiny_spec():
+    from depthport.registry import get_spec
+
+    return get_spec("da2-tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_weights(tiny_spec):
+    from depthport.build import resolve_weights
+
+    return resolve_weights(tiny_spec, "random")
+
+
+@pytest.fixture(scope="session")
+def tiny_reference(tiny_spec, tiny_weights):
+    from depthport.reference import reference_model
+
+    return reference_model(tiny_spec, tiny_weights)
+
+
+@pytest.fixture(scope="session")
+def tiny_built(tiny_spec, tiny_weights):
+    from depthport.build import build
+
+    return build(tiny_spec, TINY_HW, tiny_weights)
+
+
+@pytest.fixture(scope="session")
+def tiny_tflite(tiny_built, tmp_path_factory):
+    from depthport.export.litert import export_tflite
+
+    return export_tflite(tiny_built.model, TINY_HW, tmp_path_factory.mktemp("tflite") / "tiny_fp32.tflite")

@@ -1,0 +1,151 @@
+"""Runtime GPU check on the real LiteRT GPU accelerator (WebGPU over SwiftShader where there is no GPU)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from depthport.check import check_tflite, find_vulkan, parse_rejected_ops, run_gpu_check
+from depthport.check.swiftshader import SYSTEM_CHROMIUM, ICD_NAME, VulkanUnavailable
+
+from test_check_static import IMAGE, GRAPHS, QUANTIZED, ConvBlock, export, quantize
+
+GPU_GRAPHS = ("conv", "expand", "index", "softmax_constant", "where_broadcast", "linear_add")
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory):
+    """Lazily converted graphs by name (same modules as the static tests)."""
+    folder = tmp_path_factory.mktemp("gpu_graphs")
+    cache: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in cache:
+            if name in QUANTIZED:
+                cache[name] = quantize(get("linear_add"), QUANTIZED[name], folder / f"{name}.tflite")
+            else:
+                factory, shape = GRAPHS[name]
+                torch.manual_seed(0)
+                cache[name] = export(factory(), shape, folder / f"{name}.tflite")
+        return cache[name]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def clean_runtime(graphs):
+    """Runtime result of the clean graph; skips the module's GPU tests when no Vulkan device exists."""
+    try:
+        find_vulkan()
+    except VulkanUnavailable as exc:
+        pytest.skip(f"SwiftShader/Vulkan unavailable: {exc}")
+    runtime = run_gpu_check(graphs("conv"), timeout=120)
+    if runtime["fully_delegated"] is None and runtime["note"].startswith("no Vulkan"):
+        pytest.skip(f"SwiftShader/Vulkan unavailable: {runtime['note']}")
+    return runtime
+
+
+@pytest.mark.gpu
+def test_clean_graph_is_fully_delegated_and_matches_cpu(graphs, clean_runtime):
+    assert clean_runtime["fully_delegated"] is True, clean_runtime["note"]
+    assert clean_runtime["rejected_ops"] == []
+    assert clean_runtime["rel_l2_vs_cpu"] <= 1e-5
+    assert clean_runtime["pearson_vs_cpu"] >= 0.99999
+    assert clean_runtime["precision"] == "fp32" and clean_runtime["numeric_ok"] is True
+    assert clean_runtime["shape"] == list(IMAGE)
+    assert clean_runtime["numeric_file"] == str(graphs("conv"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("graph", "rejected"), [
+    ("expand", {"BROADCAST_TO"}),
+    ("index", {"GATHER_ND"}),
+    ("softmax_constant", {"SOFTMAX"}),
+    ("where_broadcast", {"SELECT_V2"}),
+])
+def test_runtime_rejects_what_the_static_check_flags(graphs, clean_runtime, graph, rejected):
+    result = check_tflite(graphs(graph), run_gpu=True, timeout=120)
+    runtime = result["runtime"]
+    assert runtime["fully_delegated"] is False
+    assert {r["op"] for r in runtime["rejected_ops"]} == rejected
+    assert rejected <= {v["op"] for v in result["violations"] if v["severity"] == "error"}
+    assert result["gpu_clean"] is False
+
+
+@pytest.mark.gpu
+def test_small_shape_file_is_used_for_numerics(clean_runtime, tmp_path):
+    module = ConvBlock()
+    full = export(module, (1, 3, 32, 32), tmp_path / "full.tflite")
+    small = export(module, IMAGE, tmp_path / "small.tflite")
+    runtime = check_tflite(full, run_gpu=True, numeric_file=small, timeout=120)["runtime"]
+    assert runtime["fully_delegated"] is True
+    assert runtime["numeric_file"] == str(small) and runtime["shape"] == list(IMAGE)
+    assert runtime["rel_l2_vs_cpu"] <= 1e-5
+
+
+@pytest.mark.gpu
+def test_dynamic_range_int8_fc_is_delegated_but_wrong(graphs, clean_runtime):
+    result = check_tflite(graphs("int8_dynamic_fc"), run_gpu=True, timeout=120)
+    runtime = result["runtime"]
+    assert runtime["fully_delegated"] is True
+    assert runtime["rel_l2_vs_cpu"] > 1e-2 and runtime["numeric_ok"] is False
+    assert result["gpu_clean"] is False
+
+
+@pytest.mark.gpu
+def test_weight_only_int8_fc_fails_graph_modification(graphs, clean_runtime):
+    runtime = run_gpu_check(graphs("int8_weight_only_fc"), timeout=120)
+    assert runtime["fully_delegated"] is False
+    assert "Failed to modify graph with delegate" in runtime["note"]
+
+
+@pytest.mark.gpu
+def test_timeout_gives_no_verdict(graphs, clean_runtime):
+    runtime = run_gpu_check(graphs("conv"), timeout=0.05)
+    assert runtime["fully_delegated"] is None and "timed out" in runtime["note"]
+
+
+@pytest.mark.gpu
+def test_cli_run_gpu_json(graphs, clean_runtime):
+    proc = subprocess.run([sys.executable, "-m", "depthport.check.cli", str(graphs("expand")), "--run-gpu", "--json"],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 1
+    runtime = json.loads(proc.stdout)["runtime"]
+    assert runtime["fully_delegated"] is False and runtime["rejected_ops"][0]["op"] == "BROADCAST_TO"
+
+
+@pytest.mark.gpu
+def test_vulkan_without_driver_gives_reason(graphs, clean_runtime, monkeypatch, tmp_path):
+    monkeypatch.setenv("VK_ICD_FILENAMES", str(tmp_path / "no_such_icd.json"))
+    runtime = run_gpu_check(graphs("conv"), timeout=120)
+    assert runtime["fully_delegated"] is None
+    assert runtime["note"].startswith("no Vulkan adapter")
+
+
+def test_missing_swiftshader_gives_reason(graphs, monkeypatch, tmp_path):
+    if (SYSTEM_CHROMIUM / ICD_NAME).exists():
+        pytest.skip("a system Chromium SwiftShader is installed")
+    monkeypatch.delenv("VK_ICD_FILENAMES", raising=False)
+    monkeypatch.delenv("VK_DRIVER_FILES", raising=False)
+    monkeypatch.setenv("DEPTHPORT_SWIFTSHADER_DIR", str(tmp_path))
+    result = check_tflite(graphs("conv"), run_gpu=True)
+    assert result["runtime"]["fully_delegated"] is None
+    assert result["runtime"]["note"].startswith("no Vulkan device available")
+    assert result["gpu_clean"] is True
+
+
+def test_parse_rejected_ops():
+    log = ("I0000 delegate_webgpu.cc:759] # of threads\n"
+           "ERROR: Following operations are not supported by GPU delegate:\n"
+           "MUL: Tensor dimensions must be less than 5. __main__.R5;3\n"
+           "GATHER_ND: Operation is not supported.\n"
+           "No operations will run on the GPU, and all 3 operations will run on the CPU.\n")
+    assert parse_rejected_ops(log) == [
+        {"op": "MUL", "reason": "Tensor dimensions must be less than 5. __main__.R5;3"},
+        {"op": "GATHER_ND", "reason": "Operation is not supported."},
+    ]

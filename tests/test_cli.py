@@ -1,0 +1,84 @@
+"""The command line end to end on the tiny config, and its answers to bad input."""
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from depthport.cli import main
+
+ASSET = "src/depthport/assets/chelsea.jpg"
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    out = tmp_path_factory.mktemp("export") / "out"
+    rc = main(["export", "da2-tiny", "--size", "56x70", "--out", str(out), "--skip", "verify,bench,report,card"])
+    assert rc == 0
+    return out
+
+
+def test_export_writes_the_file_and_report(exported):
+    report = json.loads((exported / "report.json").read_text())
+    assert report["model"] == "da2-tiny" and report["weights"] == "random" and report["random_weights"]
+    assert report["input_shape"] == [1, 3, 56, 70]
+    (art,) = report["artifacts"]
+    assert (exported / art["file"]).stat().st_size == art["bytes"]
+    assert art["target"] == "litert-fp32" and art["output_shape"] == [1, 56, 70]
+    assert art["op_count"] == sum(art["op_histogram"].values()) and art["max_tensor_rank"] <= 4
+    assert art["gpu_check"]["gpu_clean"] is True
+    assert not [p for p in exported.iterdir() if p.name.endswith(".part")]
+
+
+def test_predict_writes_png_and_npy(exported, tmp_path, capsys):
+    png, npy = tmp_path / "d.png", tmp_path / "d.npy"
+    assert main(["predict", str(exported / "da2_tiny_fp32.tflite"), ASSET, "-o", str(png), "--npy", str(npy)]) == 0
+    depth = np.load(npy)
+    assert depth.shape == (56, 70) and depth.std() > 0
+    assert Image.open(png).size == Image.open(ASSET).size
+
+
+def test_models_lists_licences(capsys):
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert "da2-small" in out and "Apache-2.0" in out and "CC-BY-NC-4.0" in out and "da2-tiny" not in out
+
+
+@pytest.mark.parametrize("args,message", [
+    (["export", "da9-huge"], "unknown model 'da9-huge'"),
+    (["export", "da2-tiny", "--size", "56by70"], "malformed size"),
+    (["export", "da2-tiny", "--size", "50x70"], "not a multiple of the patch size 14"),
+    (["export", "da2-tiny", "--size", "56x70", "--targets", "litert-fp64"], "unknown target"),
+    (["export", "da2-tiny", "--size", "56x70", "--weights", "/nope/ckpt.pth"], "checkpoint not found"),
+])
+def test_bad_export_input_is_one_line_exit_2(args, message, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main([*args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_mismatched_checkpoint_leaves_no_output(tmp_path, capsys):
+    from safetensors.torch import save_file
+    import torch
+
+    save_file({"backbone.embeddings.cls_token": torch.zeros(1, 1, 32)}, tmp_path / "c.safetensors")
+    out = tmp_path / "out"
+    rc = main(["export", "da2-tiny", "--size", "56x70", "--weights", str(tmp_path / "c.safetensors"), "--out", str(out)])
+    assert rc == 2 and not out.exists()
+    assert "does not match the architecture" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda p: p.write_bytes(b"garbage"), "cannot read image"),
+    (lambda p: Image.fromarray(np.zeros((8, 8), np.float32), mode="F").save(p.with_suffix(".tiff")), "unsupported image mode"),
+])
+def test_bad_images(exported, tmp_path, capsys, make, message):
+    path = tmp_path / "img.png"
+    make(path)
+    target = path if path.exists() else path.with_suffix(".tiff")
+    rc = main(["predict", str(exported / "da2_tiny_fp32.tflite"), str(target), "-o", str(tmp_path / "o.png")])
+    assert rc == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "o.png").exists()

@@ -1,0 +1,104 @@
+"""Our Depth Anything V2 against transformers', and each rewrite's numerical effect."""
+
+import pytest
+import torch
+
+from depthport import rewrites
+from depthport.build import build
+from depthport.models.dinov2 import resample_pos_embed
+from depthport.models.layers import DeconvAsShuffle, Resize
+
+from helpers import TINY_HW, image_batch, rel_l2
+
+
+@pytest.mark.parametrize("hw", [TINY_HW, (56, 56), (42, 84)])
+def test_reference_form_matches_transformers(tiny_spec, tiny_weights, tiny_reference, hw):
+    model = build(tiny_spec, hw, tiny_weights, rewrites=[], pos_formula="transformers").model
+    x = image_batch(hw)
+    assert rel_l2(model(x).detach(), tiny_reference(x)) <= 1e-5
+
+
+@pytest.mark.parametrize("hw", [TINY_HW, (56, 56)])
+def test_export_form_matches_transformers(tiny_spec, tiny_weights, tiny_reference, hw):
+    built = build(tiny_spec, hw, tiny_weights, pos_formula="transformers")
+    assert "exact_resize" in built.rewrites and "head_major_qkv" in built.rewrites
+    x = image_batch(hw, seed=1)
+    assert rel_l2(built.model(x).detach(), tiny_reference(x)) <= 1e-5
+
+
+@pytest.mark.parametrize("name", [n for n, r in rewrites.REWRITES.items() if r.exact and n != "fold_input_normalization"])
+def test_each_exact_rewrite_alone_keeps_the_output(tiny_spec, tiny_weights, name):
+    base = build(tiny_spec, TINY_HW, tiny_weights, rewrites=[]).model
+    one = build(tiny_spec, TINY_HW, tiny_weights, rewrites=[name]).model
+    x = image_batch(TINY_HW, seed=2)
+    assert rel_l2(one(x).detach(), base(x).detach()) <= 1e-6
+
+
+def test_approx_resize_is_a_measurable_approximation(tiny_spec, tiny_weights):
+    exact = build(tiny_spec, TINY_HW, tiny_weights).model
+    approx = build(tiny_spec, TINY_HW, tiny_weights, rewrites=rewrites.default_rewrites("approx")).model
+    x = image_batch(TINY_HW, seed=3)
+    err = rel_l2(approx(x).detach(), exact(x).detach())
+    assert 1e-5 < err < 0.2
+
+
+def test_folded_normalization_takes_unit_rgb(tiny_spec, tiny_weights):
+    from depthport.preprocess import IMAGENET_MEAN, IMAGENET_STD
+
+    plain = build(tiny_spec, TINY_HW, tiny_weights).model
+    folded = build(tiny_spec, TINY_HW, tiny_weights, rewrites=rewrites.default_rewrites(fold_normalization=True)).model
+    rgb = torch.rand(1, 3, *TINY_HW)
+    normed = (rgb - torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)) / torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
+    assert rel_l2(folded(rgb).detach(), plain(normed).detach()) <= 1e-5
+
+
+def test_random_weights_give_a_non_degenerate_depth_map(tiny_built):
+    depth = tiny_built.model(image_batch(TINY_HW)).detach()
+    assert float((depth <= 0).float().mean()) < 0.01
+    assert float(depth.std()) > 0.05 * float(depth.mean().abs())
+
+
+def test_pos_embed_formulas_agree_only_at_the_pretraining_grid():
+    grid = torch.randn(1, 8, 37, 37)
+    same = [resample_pos_embed(grid, (37, 37), f) for f in ("official", "transformers")]
+    assert torch.allclose(same[0], same[1], atol=1e-6)
+    diff = [resample_pos_embed(grid, (37, 49), f) for f in ("official", "transformers")]
+    assert rel_l2(diff[0], diff[1]) > 1e-3
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_deconv_as_shuffle_is_exact(k):
+    deconv = torch.nn.ConvTranspose2d(6, 5, kernel_size=k, stride=k)
+    x = torch.randn(1, 6, 7, 9)
+    assert rel_l2(DeconvAsShuffle(deconv)(x).detach(), deconv(x).detach()) <= 1e-6
+
+
+@pytest.mark.parametrize("chunks", [1, 3, 8])
+def test_band_matrix_resize_is_exact(chunks):
+    x = torch.randn(1, 4, 19, 25)
+    ref = Resize((19, 25), (37, 49), "interp")(x)
+    exact = Resize((19, 25), (37, 49), "exact", chunks)(x)
+    assert rel_l2(exact, ref) <= 1e-6
+
+
+def test_band_blocks_cut_the_work():
+    full = Resize((296, 392), (518, 686), "exact", 1)
+    banded = Resize((296, 392), (518, 686), "exact", 4)
+    size = lambda r: sum(m.numel() for _, _, m in r.h_blocks + r.w_blocks)  # noqa: E731
+    assert size(banded) < 0.35 * size(full)
+
+
+def test_wrong_input_shape_is_refused(tiny_built):
+    with pytest.raises(ValueError, match="built for"):
+        tiny_built.model(torch.zeros(1, 3, 56, 56))
+
+
+def test_ledger_measures_each_rewrite(tiny_spec, tiny_weights):
+    from depthport.rewrites.ledger import measure
+
+    names = rewrites.default_rewrites("approx")
+    ledger = measure(lambda r: build(tiny_spec, TINY_HW, tiny_weights, rewrites=r).model, names, image_batch(TINY_HW))
+    assert [e["rewrite"] for e in ledger] == names
+    by_name = {e["rewrite"]: e for e in ledger}
+    assert all(e["rel_l2_step"] <= 1e-6 for e in ledger if e["exact"])
+    assert by_name["approx_resize"]["rel_l2_step"] > 1e-5 and not by_name["approx_resize"]["exact"]
