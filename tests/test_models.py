@@ -21,15 +21,16 @@ def test_reference_form_matches_transformers(tiny_spec, tiny_weights, tiny_refer
 @pytest.mark.parametrize("hw", [TINY_HW, (56, 56)])
 def test_export_form_matches_transformers(tiny_spec, tiny_weights, tiny_reference, hw):
     built = build(tiny_spec, hw, tiny_weights, pos_formula="transformers")
-    assert "exact_resize" in built.rewrites and "head_major_qkv" in built.rewrites
+    assert "exact_resize" in built.rewrites and "center_residual_stream" in built.rewrites
     x = image_batch(hw, seed=1)
     assert rel_l2(built.model(x).detach(), tiny_reference(x)) <= 1e-5
 
 
 @pytest.mark.parametrize("name", [n for n, r in rewrites.REWRITES.items() if r.exact and n != "fold_input_normalization"])
 def test_each_exact_rewrite_alone_keeps_the_output(tiny_spec, tiny_weights, name):
-    base = build(tiny_spec, TINY_HW, tiny_weights, rewrites=[]).model
-    one = build(tiny_spec, TINY_HW, tiny_weights, rewrites=[name]).model
+    before = list(rewrites.REWRITES[name].requires)
+    base = build(tiny_spec, TINY_HW, tiny_weights, rewrites=before).model
+    one = build(tiny_spec, TINY_HW, tiny_weights, rewrites=[*before, name]).model
     x = image_batch(TINY_HW, seed=2)
     assert rel_l2(one(x).detach(), base(x).detach()) <= 1e-6
 
@@ -102,3 +103,22 @@ def test_ledger_measures_each_rewrite(tiny_spec, tiny_weights):
     by_name = {e["rewrite"]: e for e in ledger}
     assert all(e["rel_l2_step"] <= 1e-6 for e in ledger if e["exact"])
     assert by_name["approx_resize"]["rel_l2_step"] > 1e-5 and not by_name["approx_resize"]["exact"]
+
+
+def test_rewrite_prerequisites_are_enforced(tiny_spec, tiny_weights):
+    with pytest.raises(ValueError, match="needs fold_layerscale"):
+        build(tiny_spec, TINY_HW, tiny_weights, rewrites=["center_residual_stream"])
+
+
+def test_centered_stream_keeps_norm_inputs_zero_mean(tiny_spec, tiny_weights):
+    from depthport.models.layers import ScaleNorm
+
+    model = build(tiny_spec, TINY_HW, tiny_weights).model
+    seen = []
+    hooks = [m.register_forward_hook(lambda mod, args, out: seen.append(args[0].mean(-1).abs().max() / args[0].abs().max()))
+             for m in model.modules() if isinstance(m, ScaleNorm)]
+    model(image_batch(TINY_HW))
+    for h in hooks:
+        h.remove()
+    assert seen and all(m.centered for m in model.modules() if isinstance(m, ScaleNorm))
+    assert max(float(v) for v in seen) < 1e-5

@@ -61,7 +61,14 @@ def _export(args) -> int:
     req = ExportRequest(args.model, args.weights, export_size(args, spec.default_hw), Path(args.out),
                         parse_targets(args.targets), args.resize, args.fold_normalization, args.pos_embed,
                         command_line(), options={"images": args.images, "threads": args.threads,
-                                                 "skip": {s.strip() for s in args.skip.split(",") if s.strip()}})
+                                                 "skip": {s.strip() for s in args.skip.split(",") if s.strip()},
+                                                 "gates": args.gate, "reference_fp64": args.fp64})
+    from .verify.gates import thresholds
+    from .verify.images import image_set
+
+    thresholds(args.gate)
+    if args.images:
+        image_set(args.images)
     existed = req.out_dir.exists()
     try:
         with console(stderr=True).status("exporting") as status, native_stderr_muted(not args.verbose):
@@ -125,7 +132,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
                    help="position-embedding resampling formula (default: the checkpoint source's)")
     p.add_argument("--images", help="folder of images for parity checks (default: scikit-image's natural images)")
     p.add_argument("--threads", type=int, default=2, help="CPU threads for verification and timing")
-    p.add_argument("--skip", default="", help="comma-separated steps to skip: verify, bench, report, card")
+    p.add_argument("--skip", default="", help="comma-separated steps to skip: ledger, verify, bench, report, card")
+    p.add_argument("--gate", action="append", default=[], metavar="PRECISION.METRIC=VALUE",
+                   help="override a parity gate, e.g. fp32.pearson=0.9999 or int8.delta125=0.99 (repeatable)")
+    p.add_argument("--fp64", action="store_true", help="also compare against the reference run in float64")
     p.add_argument("-v", "--verbose", action="store_true", help="show the converters' own logs")
     handlers["export"] = _export
 

@@ -123,6 +123,7 @@ def run_export(req: ExportRequest, progress=None) -> dict:
         "random_weights": built.weights.random,
         "weights_detail": {"source": built.weights.source, "format": built.weights.format,
                            "revision": built.weights.revision, "licence": spec.licence},
+        "base_model": spec.hf_repo or None,
         "input_shape": [1, 3, *req.input_hw],
         "output": spec.output,
         "normalization": "folded (input RGB 0..1)" if req.fold_normalization else "ImageNet mean/std, RGB, x/255",

@@ -87,3 +87,42 @@ def letterbox_box(image_hw: tuple[int, int], size_hw: tuple[int, int]) -> tuple[
     scale = min(h / image_hw[0], w / image_hw[1])
     nh, nw = max(1, round(image_hw[0] * scale)), max(1, round(image_hw[1] * scale))
     return (h - nh) // 2, (w - nw) // 2, nh, nw
+
+
+def _nearest_multiple(n: int, multiple: int) -> int:
+    """The upstream's rounding: the nearer multiple, the upper one on a tie."""
+    down = (n // multiple) * multiple
+    up = down + multiple
+    return max(multiple, up if abs(up - n) <= abs(n - down) else down)
+
+
+def da3_size(image_hw: tuple[int, int], long_side: int, multiple: int = PATCH) -> tuple[int, int]:
+    """(H, W) of Depth Anything 3's upper-bound resize: longest side to ``long_side``, then each side to the
+    nearest multiple (`depth_anything_3/utils/io/input_processor.py`, ``upper_bound_resize``)."""
+    h, w = image_hw
+    if max(h, w) != long_side:
+        scale = long_side / float(max(h, w))
+        h, w = max(1, int(round(h * scale))), max(1, int(round(w * scale)))
+    return _nearest_multiple(h, multiple), _nearest_multiple(w, multiple)
+
+
+def _resample(img: Image.Image, size_wh: tuple[int, int]) -> Image.Image:
+    """Area averaging (Pillow's BOX, OpenCV's INTER_AREA) when shrinking, bicubic when enlarging."""
+    if size_wh == img.size:
+        return img
+    enlarge = size_wh[0] > img.width or size_wh[1] > img.height
+    return img.resize(size_wh, Image.Resampling.BICUBIC if enlarge else Image.Resampling.BOX)
+
+
+def da3_resize(img: Image.Image, long_side: int, multiple: int = PATCH) -> Image.Image:
+    """Depth Anything 3's two-step upper-bound resize, with Pillow filters in place of OpenCV's."""
+    if max(img.size) != long_side:
+        scale = long_side / float(max(img.size))
+        img = _resample(img, (max(1, int(round(img.width * scale))), max(1, int(round(img.height * scale)))))
+    return _resample(img, (_nearest_multiple(img.width, multiple), _nearest_multiple(img.height, multiple)))
+
+
+def da3_tensor(img: Image.Image, long_side: int, normalize: bool = True) -> np.ndarray:
+    """RGB image -> (1, 3, H, W) float32 as Depth Anything 3 preprocesses it (H, W from `da3_size`)."""
+    img = da3_resize(img, long_side)
+    return to_tensor(img, (img.height, img.width), normalize=normalize)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from importlib.metadata import version
+
 import torch
 from torch import nn
 
@@ -57,7 +60,61 @@ def _v5_name(key: str) -> str:
                .replace(".attention.output.dense.", ".attention.o_proj."))
 
 
+class OfficialDA3Reference(nn.Module):
+    """The `depth-anything-3` package's DepthAnything3Net; returns depth (1, 1, H, W) for one image.
+
+    Imports only ``depth_anything_3.cfg``/``.registry``/``.model`` (the package root and its API pull in
+    torchvision and OpenCV, which are not needed to build the network). Tiny configs are assembled from the
+    package's own DinoVisionTransformer and DualDPT; the camera decoder is left out there.
+    """
+
+    def __init__(self, spec: ModelSpec, weights: LoadedWeights):
+        super().__init__()
+        from .weights.keymaps_da3 import OFFICIAL_DA3
+
+        self.model = _official_da3(spec).eval()
+        self.label = f"depth-anything-3 {version('depth-anything-3')} DepthAnything3Net, weights {weights.source}"
+        state = {k.removeprefix(OFFICIAL_DA3.prefix): v for k, v in OFFICIAL_DA3.from_depthport(weights.state).items()}
+        missing, unexpected = self.model.load_state_dict(state, strict=False)
+        missing = [k for k in missing if not any(re.fullmatch(p, k) for p in OFFICIAL_DA3.ignored)]
+        if missing or unexpected:
+            raise RuntimeError(f"reference load failed: missing {missing[:5]}, unexpected {unexpected[:5]}")
+
+    @torch.no_grad()
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self.model(x[i : i + 1, None]).depth for i in range(x.shape[0])])
+
+
+def _official_da3(spec: ModelSpec) -> nn.Module:
+    from depth_anything_3.cfg import create_object, load_config
+    from depth_anything_3.registry import MODEL_REGISTRY
+    from depth_anything_3.utils.logger import LOG_LEVELS, logger
+
+    logger.level = min(logger.level, LOG_LEVELS["WARN"])  # its INFO lines go to stdout
+    if f"da3-{spec.config}" in MODEL_REGISTRY:
+        return create_object(load_config(MODEL_REGISTRY[f"da3-{spec.config}"]))
+    from depth_anything_3.model.da3 import DepthAnything3Net
+    from depth_anything_3.model.dinov2.dinov2 import DinoV2 as OfficialDinoV2
+    from depth_anything_3.model.dinov2.vision_transformer import DinoVisionTransformer
+    from depth_anything_3.model.dualdpt import DualDPT
+
+    from .models.depth_anything_v3 import CONFIGS as DA3_CONFIGS
+
+    cfg = DA3_CONFIGS[spec.config]
+    vit, head = cfg.vit, cfg.head
+    backbone = OfficialDinoV2("vits", list(cfg.out_layers), cfg.alt_start, cfg.qknorm_start, cfg.rope_start)
+    backbone.pretrained = DinoVisionTransformer(
+        img_size=vit.patch * vit.pretrain_grid, patch_size=vit.patch, embed_dim=vit.dim, depth=vit.depth,
+        num_heads=vit.heads, mlp_ratio=vit.mlp_ratio, alt_start=cfg.alt_start, qknorm_start=cfg.qknorm_start,
+        rope_start=cfg.rope_start, rope_freq=cfg.rope_base, cat_token=True,
+    )
+    dpt = DualDPT(head.in_dim, output_dim=head.output_dim, features=head.features, out_channels=list(head.out_channels))
+    return DepthAnything3Net(backbone, dpt)
+
+
 def reference_model(spec: ModelSpec, weights: LoadedWeights) -> nn.Module:
     if spec.family == "depth-anything-v2":
         return TransformersReference(spec, weights)
+    if spec.family == "depth-anything-3":
+        return OfficialDA3Reference(spec, weights)
     raise ValueError(f"no reference implementation for {spec.family}")

@@ -16,6 +16,7 @@ To add a rule, write a check ``(op, graph) -> detail | None`` and append a ``Rul
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Callable, Literal
 
 from depthport.check.tflite_graph import Graph, OpInfo, TensorInfo
@@ -206,6 +207,24 @@ def check_bmm_constant_rhs(op: OpInfo, graph: Graph) -> str | None:
     return None
 
 
+def check_bmm_broadcast_batch(op: OpInfo, graph: Graph) -> str | None:
+    lhs, rhs = op.inputs[0], op.inputs[1] if len(op.inputs) > 1 else None
+    if lhs is None or rhs is None:
+        return None
+    lhs_batch, rhs_batch = math.prod(lhs.shape[:-2]), math.prod(rhs.shape[:-2])
+    if lhs_batch != rhs_batch:
+        return f"batch dims broadcast: lhs {list(lhs.shape)} vs rhs {list(rhs.shape)}"
+    return None
+
+
+def check_rank2_constant_operand(op: OpInfo, graph: Graph) -> str | None:
+    present = [t for t in op.inputs if t is not None]
+    consts = [t for t in present if t.is_constant and t.rank == 2 and t.shape[0] > 1]
+    if consts and any(not t.is_constant and t.rank == 2 for t in present):
+        return f"rank-2 constant operand {list(consts[0].shape)} (add it at rank 3-4, or fold it into a weight)"
+    return None
+
+
 def check_resize_align_half(op: OpInfo, graph: Graph) -> str | None:
     if op.options.get("alignCorners") and op.options.get("halfPixelCenters"):
         return "align_corners=True with half_pixel_centers=True"
@@ -325,6 +344,12 @@ RULES: tuple[Rule, ...] = (
          RUNTIME_INPUT_REQUIRED),
     Rule("batch-matmul-constant-rhs", "error", ML_DRIFT_BMM, "constant rhs must be 2-4D",
          check_bmm_constant_rhs, frozenset({"BATCH_MATMUL"})),
+    Rule("batch-matmul-broadcast", "error", WEBGPU_2_3,
+         "BATCH_MATMUL with broadcast batch dims: compiles, but computes wrong values", check_bmm_broadcast_batch,
+         frozenset({"BATCH_MATMUL"})),
+    Rule("rank2-constant-operand", "error", WEBGPU_2_3,
+         "elementwise op of a rank-2 runtime tensor and a rank-2 constant: compiles, but computes wrong values",
+         check_rank2_constant_operand, BINARY_ELEMENTWISE),
     Rule("resize-align-corners-half-pixel", "error", ML_DRIFT_RESIZE,
          "align_corners together with half_pixel_centers", check_resize_align_half, RESIZES),
     Rule("resize-align-corners", "error", PIXEL_8A, "RESIZE_BILINEAR align_corners=True",

@@ -78,9 +78,15 @@ class DinoV2(nn.Module):
         return torch.cat([cls_pos, patch_pos.permute(0, 2, 3, 1).reshape(1, -1, dim)], dim=1)
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
-        """One image (1, 3, H, W) -> tokens (1 + N, C), class token first."""
-        tokens = self.patch_embed(x).permute(0, 2, 3, 1).reshape(-1, self.cfg.dim)
-        return torch.cat([self.cls_token[0], tokens], dim=0) + self.position_embedding()[0]
+        """One image (1, 3, H, W) -> tokens (1 + N, C), class token first.
+
+        The position embedding is added to the channels-last patch grid (rank 4) and the class token's share to
+        the class token itself: the LiteRT GPU delegate computes a rank-2 constant ADD wrongly.
+        """
+        gh, gw = self.grid_hw
+        pos = self.position_embedding().reshape(-1, self.cfg.dim)
+        patches = self.patch_embed(x).permute(0, 2, 3, 1) + pos[1:].reshape(1, gh, gw, self.cfg.dim)
+        return torch.cat([self.cls_token.reshape(1, -1) + pos[:1], patches.reshape(-1, self.cfg.dim)], dim=0)
 
     def forward_intermediates(self, x: torch.Tensor, indices: tuple[int, ...], norm: bool = True) -> list[torch.Tensor]:
         """One image's patch tokens (N, C) after the blocks in ``indices`` (0-based), final-normed unless norm=False.

@@ -87,4 +87,4 @@ class DPTHead(nn.Module):
             x = block(x, skip)
         x = self.out_resize(self.out_conv1(x))
         x = torch.relu(self.out_conv3(torch.relu(self.out_conv2(x))))
-        return x[:, 0]
+        return x.reshape(1, *x.shape[2:])

@@ -46,50 +46,22 @@ class Attention(nn.Module):
         return self.proj(out.transpose(0, 1).reshape(x.shape[0], -1))
 
 
-class HeadMajorAttention(nn.Module):
-    """Attention whose Q/K/V weights are stored per head, (heads, C, head_dim): each projection is one batched
-    matmul straight into head-major layout, with no reshape or transpose. Built by `rewrites.head_major_qkv`.
-
-    K has no bias (a per-query constant that softmax ignores); V's bias lives in the output projection's bias
-    (softmax rows sum to one).
-    """
-
-    def __init__(self, attn: Attention):
-        super().__init__()
-        h, d = attn.heads, attn.head_dim
-
-        def per_head(linear: nn.Linear) -> torch.Tensor:
-            return linear.weight.detach().reshape(h, d, -1).transpose(1, 2).contiguous()
-
-        self.wq = nn.Parameter(per_head(attn.q) * attn.scale)
-        self.bq = nn.Parameter(attn.q.bias.detach().reshape(h, 1, d) * attn.scale)
-        self.wk = nn.Parameter(per_head(attn.k))
-        self.wv = nn.Parameter(per_head(attn.v))
-        self.proj = nn.Linear(attn.proj.in_features, attn.proj.out_features)
-        with torch.no_grad():
-            self.proj.weight.copy_(attn.proj.weight)
-            self.proj.bias.copy_(attn.proj.bias + attn.proj.weight @ attn.v.bias)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q = x @ self.wq + self.bq
-        out = (q @ (x @ self.wk).transpose(1, 2)).softmax(dim=-1) @ (x @ self.wv)
-        return self.proj(out.transpose(0, 1).reshape(x.shape[0], -1))
-
-
 class ScaleNorm(nn.Module):
     """The part of a LayerNorm left after `rewrites.fold_layernorm`: x * rsqrt(mean((x - mean(x))^2) + eps).
 
     The mean-centering, gain and bias live in the consumer's weights. The variance's mean and the epsilon are
-    one constant (1, C) linear map, so the norm costs six ops.
+    one constant (1, C) linear map, so the norm costs six ops; four when ``centered`` says the input already
+    has zero mean over channels (`rewrites.center_residual_stream`).
     """
 
-    def __init__(self, dim: int, eps: float):
+    def __init__(self, dim: int, eps: float, centered: bool = False):
         super().__init__()
+        self.centered = centered
         self.register_buffer("avg", torch.full((1, dim), 1.0 / dim), persistent=False)
         self.register_buffer("eps", torch.tensor([eps]), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        d = x - x.mean(dim=-1, keepdim=True)
+        d = x if self.centered else x - x.mean(dim=-1, keepdim=True)
         return x * torch.rsqrt(F.linear(d * d, self.avg, self.eps))
 
 

@@ -8,8 +8,11 @@ from typing import Callable
 import torch
 from torch import nn
 
+from ..models.depth_anything_v3 import CenteredNorm
 from ..models.dinov2 import DinoV2
-from ..models.layers import Attention, Block, DeconvAsShuffle, HeadMajorAttention, Resize, ScaleNorm
+from ..models.depth_anything_v2 import DepthAnythingV2
+from ..models.layers import Attention, Block, DeconvAsShuffle, Resize, ScaleNorm
+from ..models.rope import RopeAttention, SplitHeadRopeAttention
 from ..preprocess import IMAGENET_MEAN, IMAGENET_STD
 
 
@@ -19,6 +22,7 @@ class Rewrite:
     fn: Callable[[nn.Module], None]
     exact: bool
     summary: str
+    requires: tuple[str, ...] = ()
 
 
 def _encoders(model: nn.Module) -> list[DinoV2]:
@@ -50,6 +54,12 @@ def fold_attention_scale(model: nn.Module) -> None:
         if attn.q.bias is not None:
             attn.q.bias.mul_(attn.scale)
         attn.scale = 1.0
+    for attn in (m for m in model.modules() if isinstance(m, RopeAttention)):
+        # With QK-norm the scale goes into the norm's gain and bias (RoPE is linear); else into Q as above.
+        target = attn.q_norm if isinstance(attn.q_norm, nn.LayerNorm) else attn.q
+        target.weight.mul_(attn.scale)
+        target.bias.mul_(attn.scale)
+        attn.scale = 1.0
 
 
 def _fold_norm_into(norm: nn.LayerNorm, consumers: list[nn.Module]) -> ScaleNorm:
@@ -78,6 +88,13 @@ def fold_layernorm(model: nn.Module) -> None:
         if isinstance(block.norm2, nn.LayerNorm):
             block.norm2 = _fold_norm_into(block.norm2, [block.mlp.fc1])
     head = getattr(model, "head", None)
+    if isinstance(getattr(head, "norm", None), nn.LayerNorm):
+        # Depth Anything 3: the head's own norm feeds the projections; the encoder's norm feeds the head's.
+        head.norm = _fold_norm_into(head.norm, list(head.projects))
+        for enc in _encoders(model):
+            if isinstance(enc.norm, nn.LayerNorm):
+                enc.norm = CenteredNorm(enc.norm)
+        return
     for enc in _encoders(model):
         if isinstance(enc.norm, nn.LayerNorm) and head is not None and hasattr(head, "projects"):
             enc.norm = _fold_norm_into(enc.norm, list(head.projects))
@@ -86,8 +103,35 @@ def fold_layernorm(model: nn.Module) -> None:
 @torch.no_grad()
 def head_major_qkv(model: nn.Module) -> None:
     for block in (m for m in model.modules() if isinstance(m, Block)):
-        if isinstance(block.attn, Attention):
-            block.attn = HeadMajorAttention(block.attn)
+        if isinstance(block.attn, RopeAttention):
+            block.attn = SplitHeadRopeAttention(block.attn)
+
+
+def _center_rows(layer: nn.Module) -> None:
+    """Make a layer's output zero-mean over its output channels (rows of the weight, and the bias)."""
+    layer.weight.sub_(layer.weight.mean(dim=0, keepdim=True))
+    if layer.bias is not None:
+        layer.bias.sub_(layer.bias.mean())
+
+
+@torch.no_grad()
+def center_residual_stream(model: nn.Module) -> None:
+    """Depth Anything V2 reads its residual stream only through LayerNorms, which ignore a per-token shift:
+    every write to the stream (embedding, attention and MLP outputs) is made zero-mean over channels, and the
+    norms drop their own mean subtraction."""
+    if not isinstance(model, DepthAnythingV2):
+        return
+    enc = model.encoder
+    _center_rows(enc.patch_embed)
+    enc.cls_token.sub_(enc.cls_token.mean(dim=-1, keepdim=True))
+    enc.pos_embed.sub_(enc.pos_embed.mean(dim=-1, keepdim=True))
+    if enc.baked_pos_embed is not None:
+        enc.baked_pos_embed.sub_(enc.baked_pos_embed.mean(dim=-1, keepdim=True))
+    for block in enc.blocks:
+        _center_rows(block.attn.proj)
+        _center_rows(block.mlp.fc2)
+    for norm in (m for m in model.modules() if isinstance(m, ScaleNorm)):
+        norm.centered = True
 
 
 @torch.no_grad()
@@ -135,13 +179,18 @@ REWRITES: dict[str, Rewrite] = {
         Rewrite("bake_pos_embed", bake_pos_embed, True,
                 "position embedding resampled once for the export shape, stored as a constant (no GATHER_ND/BROADCAST_TO)"),
         Rewrite("fold_layerscale", fold_layerscale, True, "LayerScale gamma folded into attn.proj and mlp.fc2"),
-        Rewrite("fold_attention_scale", fold_attention_scale, True, "1/sqrt(head_dim) folded into the Q weights and bias"),
+        Rewrite("fold_attention_scale", fold_attention_scale, True,
+                "1/sqrt(head_dim) folded into the Q weights and bias (with QK-norm: into the Q norm's gain and bias)"),
         Rewrite("fold_layernorm", fold_layernorm, True,
                 "LayerNorm mean-centering, gain and bias folded into the Q/K/V, fc1 and DPT projection weights; "
                 "the norm keeps only x*rsqrt(var+eps), 6 ops instead of 12"),
+        Rewrite("center_residual_stream", center_residual_stream, True,
+                "every write to the residual stream made zero-mean over channels (LayerNorm ignores the shift), "
+                "so each norm skips its mean: 4 ops instead of 6", requires=("fold_layerscale",)),
         Rewrite("head_major_qkv", head_major_qkv, True,
-                "Q/K/V as batched matmuls with per-head weights (no reshape/transpose); K bias dropped "
-                "(softmax is shift-invariant), V bias folded into the output projection"),
+                "Depth Anything 3 attention with QK-norm and RoPE: K bias dropped (softmax is shift-invariant), "
+                "V bias folded into the output projection, QK-norm centering folded into the Q/K weights and "
+                "RoPE's rotate-half a constant matmul"),
         Rewrite("deconv_to_shuffle", deconv_to_shuffle, True,
                 "ConvTranspose2d (kernel = stride) as 1x1 conv + rank-4 depth-to-space (no TRANSPOSE_CONV)"),
         Rewrite("exact_resize", exact_resize, True,
@@ -157,14 +206,17 @@ REWRITES: dict[str, Rewrite] = {
 def default_rewrites(resize: str = "exact", fold_normalization: bool = False) -> list[str]:
     if resize not in ("exact", "approx"):
         raise ValueError(f"--resize must be exact or approx, not {resize!r}")
-    names = ["bake_pos_embed", "fold_layerscale", "fold_attention_scale", "fold_layernorm", "head_major_qkv", "deconv_to_shuffle",
-             f"{resize}_resize"]
+    names = ["bake_pos_embed", "fold_layerscale", "fold_attention_scale", "fold_layernorm", "center_residual_stream",
+             "head_major_qkv", "deconv_to_shuffle", f"{resize}_resize"]
     return names + (["fold_input_normalization"] if fold_normalization else [])
 
 
 def apply(model: nn.Module, names: list[str]) -> nn.Module:
-    for name in names:
+    for i, name in enumerate(names):
         if name not in REWRITES:
             raise ValueError(f"unknown rewrite {name!r}; known: {', '.join(REWRITES)}")
+        missing = [r for r in REWRITES[name].requires if r not in names[:i]]
+        if missing:
+            raise ValueError(f"rewrite {name} needs {', '.join(missing)} applied before it")
         REWRITES[name].fn(model)
     return model

@@ -1,0 +1,180 @@
+"""Depth Anything V2 Small at 518x686: depthport's LiteRT variants side by side (FP32, FP16, INT8).
+
+Exports litert-fp32, litert-fp16, litert-int8 and litert-int8-weight as `depthport export` does, plus the
+published recipe for comparison ("int8, all ops": dynamic_wi8_afp32 on every op, norms and resizes
+included). Then, with the same thread count for every file:
+- parity over an image set (scikit-image's bundled natural images by default, preprocessed with
+  depthport.preprocess.to_tensor at the export size): worst Pearson vs the FP32 file, pooled relative L2 and
+  worst delta<1.25 vs the upstream PyTorch reference (transformers, same weights);
+- CPU latency: interleaved rounds, medians (depthport.bench.timing);
+- the GPU verdict (gpu_ok: static, plus the real accelerator with --run-gpu) and the FP16-compute
+  prediction of the export (chelsea, export shape);
+and prints issue 5's targets with the measured figure next to each, the machine and the versions.
+Weights are random unless --weights is given: INT8 error depends on the weights, so with random weights the
+INT8 parity figures are not comparable with the published ones.
+
+    flock /tmp/depthport-heavy.lock .venv/bin/python benchmarks/bench_litert_variants.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from depthport.bench import Entry, time_interleaved
+from depthport.build import build, resolve_weights
+from depthport.export.litert import tflite_entry
+from depthport.export.litert_variants import int8_recipe, quantize
+from depthport.export.targets import ExportContext, load_all
+from depthport.pipeline import machine, versions
+from depthport.preprocess import parse_size, to_tensor
+from depthport.quiet import native_stderr_muted
+from depthport.reference import reference_model
+from depthport.registry import get_spec
+from depthport.runtimes import load_runner
+from depthport.verify.images import image_set
+from depthport.verify.metrics import image_metrics, pearson, summarize
+
+console = Console(width=180)
+TARGETS = ("litert-fp32", "litert-fp16", "litert-int8", "litert-int8-weight")
+PUBLISHED_INT8_REL_L2 = 0.02080  # published-exports.md B, CPU, 100 natural images
+
+
+def timed(label: str, fn):
+    t0 = time.perf_counter()
+    with native_stderr_muted():
+        out = fn()
+    console.print(f"{label}: {time.perf_counter() - t0:.0f} s")
+    return out
+
+
+def export_all(args, spec, weights, hw, work: Path) -> tuple[dict[str, dict], object]:
+    """label -> artifact entry (file in ``work``); the built model."""
+    built = build(spec, hw, weights)
+    ctx = ExportContext(built, work, spec.id.replace("-", "_"),
+                        options={"threads": args.threads, "fp16_sim": not args.no_fp16_sim, "run_gpu": args.run_gpu})
+    targets = load_all()
+    entries = {name: timed(f"export {name}", lambda name=name: targets[name](ctx)) for name in TARGETS}
+    plain = work / f"{ctx.stem}_int8_all_ops.tflite"
+    timed("export int8, all ops", lambda: plain.write_bytes(quantize(ctx.cache["litert-fp32"], int8_recipe(None))))
+    entries["int8, all ops (published recipe)"] = tflite_entry(ctx, plain, "int8-all-ops", precision="int8")
+    return entries, built
+
+
+def parity(files: dict[str, Path], reference, images, hw, threads: int) -> dict[str, dict]:
+    """Per file: summary vs the reference over the images, and worst Pearson vs the FP32 file."""
+    outputs: dict[str, list[np.ndarray]] = {label: [] for label in files}
+    refs = []
+    with native_stderr_muted():
+        runners = {label: load_runner(path, threads=threads) for label, path in files.items()}
+        for _, image in images:
+            x = to_tensor(image, hw)
+            with torch.no_grad():
+                refs.append(np.asarray(reference(torch.from_numpy(x))).reshape(hw))
+            for label, runner in runners.items():
+                outputs[label].append(np.asarray(runner.run(x)).reshape(hw))
+    fp32 = outputs["litert-fp32"]
+    result = {}
+    for label, outs in outputs.items():
+        result[label] = summarize([image_metrics(o, r) for o, r in zip(outs, refs)])
+        result[label]["pearson_vs_fp32_worst"] = min(pearson(o, f) for o, f in zip(outs, fp32))
+    return result
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="da2-small", help="model id (da2-tiny for a dry run)")
+    p.add_argument("--size", default="518x686")
+    p.add_argument("--weights", default="random")
+    p.add_argument("--images", help="image folder (default: scikit-image's bundled natural images)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--iters", type=int, default=2)
+    p.add_argument("--work", default="/tmp/depthport-bench-variants", help="folder for the exported files")
+    p.add_argument("--no-fp16-sim", action="store_true", help="skip the FP16-compute prediction")
+    p.add_argument("--run-gpu", action="store_true",
+                   help="also run the GPU check on the LiteRT GPU accelerator (SwiftShader), numbers at a small shape")
+    p.add_argument("--json", help="write all figures here")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+
+    hw = parse_size(args.size)
+    spec = get_spec(args.model)
+    weights = resolve_weights(spec, args.weights)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    entries, built = export_all(args, spec, weights, hw, work)
+    files = {label: work / e["file"] for label, e in entries.items()}
+    set_name, images = image_set(args.images)
+    reference = reference_model(spec, weights)
+    figures = timed(f"parity over {len(images)} images", lambda: parity(files, reference, images, hw, args.threads))
+
+    x = to_tensor(images[0][1], hw)
+    with native_stderr_muted():
+        timing = [Entry(label, load_runner(path, threads=args.threads), x) for label, path in files.items()]
+    with console.status("timing") as status, native_stderr_muted():
+        records = time_interleaved(timing, args.rounds, args.warmup, args.iters,
+                                   progress=lambda msg: status.update(f"timing: {msg}"))
+    latency = {r["label"]: r for r in records}
+
+    table = Table(title=f"{spec.id} {hw[0]}x{hw[1]}, {'random' if weights.random else args.weights} weights, "
+                        f"CPU {args.threads} threads, {len(images)} images ({set_name})")
+    for col in ("file", "prec.", "MB", "ops", "Pearson vs fp32 (worst)", "rel L2 vs ref (pooled)",
+                "δ<1.25 vs ref (worst)", "median ms", "x fp32", "gpu_ok", "FP16 compute: rel L2", "needs enforce_f32"):
+        table.add_column(col)
+    base = latency["litert-fp32"]["median"]
+    for label, entry in entries.items():
+        fig, lat, fp16 = figures[label], latency[label], entry.get("fp16_compute")
+        table.add_row(entry["file"].removesuffix(".tflite"), entry["precision"], f"{entry['bytes'] / 1e6:.2f}",
+                      str(entry["op_count"]),
+                      f"{fig['pearson_vs_fp32_worst']:.6f}", f"{fig['rel_l2_pooled']:.3e}",
+                      f"{fig['delta125_worst']:.4f}", f"{lat['median']:.0f}", f"{lat['median'] / base:.3f}",
+                      str(entry.get("gpu_ok", "-")), f"{fp16['rel_l2']:.2e}" if fp16 else "-",
+                      str(fp16["needs_enforce_f32"]) if fp16 else "-")
+    console.print(table)
+
+    fp16, int8 = entries["litert-fp16"], entries["litert-int8"]
+    prediction = entries["litert-fp32"].get("fp16_compute")
+    checks = [
+        ("FP16 worst Pearson vs FP32 >= 0.9999", figures["litert-fp16"]["pearson_vs_fp32_worst"] >= 0.9999,
+         f"{figures['litert-fp16']['pearson_vs_fp32_worst']:.6f}"),
+        ("FP16 size <= 52 MB", fp16["bytes"] <= 52e6, f"{fp16['bytes'] / 1e6:.2f} MB"),
+        ("INT8 size <= 28.5 MB", int8["bytes"] <= 28.5e6, f"{int8['bytes'] / 1e6:.2f} MB"),
+        (f"INT8 pooled rel L2 vs reference < published {PUBLISHED_INT8_REL_L2:.2%}",
+         figures["litert-int8"]["rel_l2_pooled"] < PUBLISHED_INT8_REL_L2,
+         f"{figures['litert-int8']['rel_l2_pooled']:.3%} (all-ops recipe "
+         f"{figures['int8, all ops (published recipe)']['rel_l2_pooled']:.3%}; random weights: not comparable)"),
+        ("INT8 CPU median not slower than FP32", latency["litert-int8"]["median"] <= base,
+         f"{latency['litert-int8']['median']:.0f} ms vs {base:.0f} ms"),
+    ]
+    for name, ok, value in checks:
+        console.print(f"[{'green' if ok else 'red'}]{'PASS' if ok else 'MISS'}[/] {name}: {value}")
+    if prediction:
+        console.print(f"FP16 compute (predicted, {prediction['input']}): rel L2 {prediction['rel_l2']:.2e}, Pearson "
+                      f"{prediction['pearson']:.6f}, overflow layers {prediction['overflow_layers'] or 'none'}, first "
+                      f"bad layer {prediction['first_bad_layer']}, largest FP32 activation "
+                      f"{prediction['max_abs_fp32']:.0f} ({prediction['max_abs_layer']}), needs enforce_f32: "
+                      f"{prediction['needs_enforce_f32']}")
+    for label, entry in entries.items():
+        if entry.get("gpu_ok") is False:
+            console.print(f"not for GPU: {entry['file']}: {entry['gpu_reason']}")
+    console.print(f"machine: {machine()}")
+    console.print(f"versions: {versions()}")
+    console.print(f"latency: {args.rounds} interleaved rounds x {args.iters} calls after {args.warmup} warm-ups; "
+                  f"delta<1.25: depthport.verify.metrics")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"entries": entries, "parity": figures, "latency": records,
+                                               "machine": machine(), "versions": versions()}, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

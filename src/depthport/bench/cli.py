@@ -1,0 +1,121 @@
+"""`depthport bench FILE...`: interleaved CPU latency (and peak memory) of exported files."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..preprocess import InputError
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser("bench", help="time exported files against each other, interleaved")
+    p.add_argument("files", nargs="*", metavar="FILE", help="exported models (.tflite, .pte, .onnx)")
+    p.add_argument("--threads", type=int, default=2, help="CPU threads for every runtime")
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--warmup", type=int, default=2, help="untimed calls per file before the first round")
+    p.add_argument("--iters", type=int, default=3, help="timed calls per file per round")
+    p.add_argument("--api", choices=["compiled", "interpreter", "both"], default="compiled",
+                   help="LiteRT Python API for .tflite files")
+    p.add_argument("--torch", metavar="MODEL", help="also time the upstream PyTorch model (e.g. transformers) eagerly")
+    p.add_argument("--weights", default="random", help="weights for --torch")
+    p.add_argument("--size", help="input HxW for --torch (default: the first file's)")
+    p.add_argument("--no-memory", action="store_true", help="skip the per-file peak-memory child processes")
+    p.add_argument("--json", help="also write the results to this JSON file")
+    return p
+
+
+def entries_for(args) -> list:
+    from ..runtimes import load_runner
+    from .timing import Entry, sample_input
+
+    entries = []
+    apis = ["compiled", "interpreter"] if args.api == "both" else [args.api]
+    for f in args.files:
+        path = Path(f)
+        for api in (apis if path.suffix == ".tflite" else [None]):
+            runner = load_runner(path, threads=args.threads, **({"api": api} if api else {}))
+            label = path.name + (f" [{api}]" if args.api == "both" and api else "")
+            entries.append(Entry(label, runner, sample_input(runner.input_shape)))
+    if args.torch:
+        entries.append(torch_entry(args, entries))
+    return entries
+
+
+def torch_entry(args, entries):
+    from ..build import resolve_weights
+    from ..preprocess import parse_size
+    from ..reference import reference_model
+    from ..registry import get_spec
+    from ..verify.parity import TorchRunner
+    from .timing import Entry, sample_input
+
+    if args.size:
+        hw = parse_size(args.size)
+    elif entries:
+        hw = tuple(entries[0].runner.input_shape[-2:])
+    else:
+        raise InputError("--torch without files needs --size HxW")
+    spec = get_spec(args.torch)
+    runner = TorchRunner(reference_model(spec, resolve_weights(spec, args.weights)), hw, args.threads,
+                         "torch-eager")
+    return Entry(f"torch eager ({spec.id}, upstream)", runner, sample_input(runner.input_shape))
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from ..pipeline import machine, versions
+    from ..quiet import native_stderr_muted
+    from .timing import MEMORY_METHOD, METHOD, peak_memory, time_interleaved
+
+    if not args.files and not args.torch:
+        raise InputError("nothing to time: give FILE(s) and/or --torch MODEL")
+    if args.threads < 1 or args.rounds < 1 or args.iters < 1 or args.warmup < 0:
+        raise InputError("--threads, --rounds and --iters must be >= 1 and --warmup >= 0")
+    console = Console(stderr=True)
+    with console.status("loading") as status, native_stderr_muted():
+        entries = entries_for(args)
+        records = time_interleaved(entries, args.rounds, args.warmup, args.iters,
+                                   progress=lambda msg: status.update(f"timing: {msg}"))
+        memory = {}
+        if not args.no_memory:
+            for f in dict.fromkeys(args.files):
+                status.update(f"peak memory of {Path(f).name}")
+                memory[Path(f).name] = peak_memory(f, args.threads)
+    for rec in records:
+        rec["memory"] = memory.get(rec["label"].split(" [")[0])
+    result = {"threads": args.threads, "method": METHOD, "memory_method": MEMORY_METHOD, "results": records,
+              "machine": machine(), "versions": versions()}
+    print_table(result)
+    if args.json:
+        from ..atomic import write_text
+
+        write_text(args.json, json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+def print_table(result: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    recs = result["results"]
+    r0 = recs[0]
+    table = Table(title=f"latency, {result['threads']} threads, {r0['rounds']} rounds x {r0['iters']} calls "
+                        f"after {r0['warmup']} warm-ups (ms)")
+    for col in ("file", "runtime", "median", "min", "max", "CPU ms", "x first", "x paired", "peak RSS MB",
+                "RSS delta MB"):
+        table.add_column(col)
+    for rec in recs:
+        mem = rec.get("memory") or {}
+        table.add_row(rec["label"], rec["runtime"], f"{rec['median']:.2f}", f"{rec['min']:.2f}", f"{rec['max']:.2f}",
+                      f"{rec['cpu_median']:.2f}", f"{rec['ratio']['median']:.3f}", f"{rec['ratio']['paired']:.3f}",
+                      f"{mem['peak_rss_mb']:.0f}" if "peak_rss_mb" in mem else mem.get("error", "-"),
+                      f"{mem['delta_mb']:.0f}" if "delta_mb" in mem else "-")
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    console.print(table)
+    console.print(f"x first: median / median of {r0['label']}; x paired: median over rounds of the same-round ratio")
+    m, v = result["machine"], result["versions"]
+    console.print(f"{m['cpu']}, {m['cores']} cores, {m['os']}")
+    console.print(", ".join(f"{k} {val}" for k, val in v.items()))

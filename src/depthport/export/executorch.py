@@ -1,0 +1,340 @@
+"""ExecuTorch (.pte) targets: XNNPACK fp32 / fp16 / dynamic int8 and Core ML, all from the re-authored model.
+
+Every file takes and returns float32, so the variants are interchangeable. Before export the model is put in its
+*backend form* (``backend_form``), which records what it changed:
+- any norm that still subtracts its mean gets the mean as a (1, C) linear (XNNPACK's mean only reduces the
+  spatial axes of 4-D tensors; exact);
+- fp16 compute: norms pre-scaled into fp16 range (exact scaling), and for XNNPACK, which has no fp16 GELU, the
+  tanh GELU written with sigmoid (a declared approximation, < 5e-4 abs).
+At lowering, an edge pass turns ``select`` on a size-1 axis into ``view_copy`` (XNNPACK has no select kernel).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..atomic import atomic_path
+from ..models.layers import Mlp, Resize, ScaleNorm
+from ..preprocess import InputError
+from .delegation import delegation_report
+from .targets import ExportContext, artifact_entry, target
+
+
+def fp16_norm_scale(dim: int) -> float:
+    """1/k, k the power of two nearest sqrt(dim) (as depthport.fp16.safe): exact in binary, and (d/k)^2 overflows
+    fp16 only once a centred activation exceeds 256 k (4096 for C = 384) instead of 256."""
+    return 2.0 ** -max(0, round(math.log2(math.sqrt(dim))))
+
+
+class LinearMeanNorm(nn.Module):
+    """ScaleNorm with its mean, if it has one (``centered`` norms do not), as a (1, C) linear map: XNNPACK's mean
+    only reduces the spatial axes of 4-D tensors.
+
+    With ``fp16_range`` the input is first multiplied by ``fp16_norm_scale(C)``: the norm is scale-invariant, so
+    only the epsilon moves (eps * scale^2), and the squared deviations stay finite in fp16.
+    """
+
+    def __init__(self, norm: ScaleNorm, fp16_range: bool = False):
+        super().__init__()
+        dim = norm.avg.shape[1]
+        self.centered = getattr(norm, "centered", False)
+        scale = fp16_norm_scale(dim) if fp16_range else 1.0
+        self.register_buffer("avg", norm.avg.detach().clone(), persistent=False)
+        self.register_buffer("eps", norm.eps.detach() * scale**2, persistent=False)
+        self.register_buffer("scale", torch.tensor([scale]), persistent=False)
+        self.prescale = fp16_range
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.prescale:
+            x = x * self.scale
+        d = x if self.centered else x - F.linear(x, self.avg)
+        return x * torch.rsqrt(F.linear(d * d, self.avg, self.eps))
+
+
+class SigmoidGeluMlp(nn.Module):
+    """Mlp with GELU's tanh approximation written as x * sigmoid(x * (a + b x^2)).
+
+    XNNPACK has no fp16 GELU; this form uses only mul/add/sigmoid, which it runs in fp16. The approximation
+    differs from exact GELU by < 5e-4, below fp16's own rounding at the magnitudes where it matters.
+    """
+
+    def __init__(self, mlp: Mlp):
+        super().__init__()
+        self.fc1, self.fc2 = mlp.fc1, mlp.fc2
+        c = 2 * math.sqrt(2 / math.pi)
+        self.register_buffer("a", torch.tensor([c]), persistent=False)
+        self.register_buffer("b", torch.tensor([c * 0.044715]), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc1(x)
+        return self.fc2(h * torch.sigmoid(h * (self.a + self.b * (h * h))))
+
+
+class Fp16IO(nn.Module):
+    """Runs ``model`` in fp16 between an fp32 input cast and an fp32 output cast."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model.half()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x.half()).float()
+
+
+def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gelu: bool = False,
+                 fp16_io: bool = False) -> tuple[nn.Module, list[str]]:
+    """(a copy of ``model`` in the form the ExecuTorch targets export, the changes made to it).
+
+    ``fp16_range_norm`` pre-scales the norms (for fp16 compute), ``sigmoid_gelu`` uses the sigmoid-form tanh GELU
+    (for XNNPACK fp16), ``fp16_io`` runs the copy in fp16 between float32 casts.
+    """
+    out = copy.deepcopy(model).eval()
+    counts = {"mean": 0, "norm": 0, "gelu": 0}
+    for parent in list(out.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, ScaleNorm) and (fp16_range_norm or not getattr(child, "centered", False)):
+                norm = LinearMeanNorm(child, fp16_range_norm)
+                counts["mean"] += not norm.centered
+                counts["norm"] += fp16_range_norm
+                setattr(parent, name, norm)
+            elif sigmoid_gelu and isinstance(child, Mlp):
+                setattr(parent, name, SigmoidGeluMlp(child))
+                counts["gelu"] += 1
+    changes = []
+    if counts["mean"]:
+        changes.append(f"{counts['mean']} norm means as a (1, C) linear (exact)")
+    if counts["norm"]:
+        changes.append(f"{counts['norm']} norm inputs pre-scaled by 1/k, k = power of two near sqrt(C), for fp16 "
+                       "range (exact scaling)")
+    if counts["gelu"]:
+        changes.append(f"{counts['gelu']} GELUs as tanh approximation x*sigmoid(x*(a+b*x^2)) (approximation, "
+                       "< 5e-4 abs)")
+    if fp16_io:
+        changes.append("fp16 compute between float32 input/output casts")
+    return (Fp16IO(out) if fp16_io else out), changes
+
+
+# Backend form per target.
+FORMS = {
+    "fp32": {},
+    "xnnpack-fp16": {"fp16_range_norm": True, "sigmoid_gelu": True, "fp16_io": True},
+    "coreml": {"fp16_range_norm": True},
+}
+
+
+def quantize_dynamic_int8(model: nn.Module, sample: torch.Tensor) -> nn.Module:
+    """XNNPACK dynamic int8 for the linear layers: per-channel symmetric int8 weights, activations quantized per call.
+
+    Norm statistics and resize band matrices are exact arithmetic, not learned weights: they stay fp32. So do the
+    convolutions: in executorch 1.5.1 XNNPACK's ChannelsLastTaggedReshapePass walks a dynamically quantized conv's
+    input back past its producers (``input_to_nhwc``, "Trace back to original source node") and fails on the first
+    non-4-D tensor it meets, which every DPT-head conv reaches through the 2-D token tensors.
+    """
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True))
+    for keep in (ScaleNorm, LinearMeanNorm, Resize, nn.Conv2d):
+        quantizer.set_module_type(keep, None)
+    graph = torch.export.export(model, (sample,)).module()
+    prepared = prepare_pt2e(graph, quantizer)
+    prepared(sample)
+    return convert_pt2e(prepared)
+
+
+def lower_xnnpack(module: nn.Module, sample: torch.Tensor):
+    """torch.export -> to_edge_transform_and_lower(XNNPACK) -> (ExecuTorch program manager, delegation report)."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.backends.xnnpack.utils.configs import (
+        get_transform_passes,
+        get_xnnpack_edge_compile_config,
+        get_xnnpack_executorch_backend_config,
+    )
+    from executorch.exir import to_edge_transform_and_lower
+
+    program = torch.export.export(module, (sample,))
+    edge = to_edge_transform_and_lower(
+        program, transform_passes=get_transform_passes() + [squeeze_select_pass()], partitioner=[XnnpackPartitioner()],
+        compile_config=get_xnnpack_edge_compile_config())
+    report = delegation_report(edge.exported_program().graph_module)
+    return edge.to_executorch(get_xnnpack_executorch_backend_config()), report
+
+
+def squeeze_select_pass():
+    """An edge pass: select on a size-1 axis (x[0] of a (1, ...) tensor) becomes view_copy, which XNNPACK runs,
+    instead of select_copy, which it does not. Built on call so that importing this module skips executorch."""
+    from executorch.exir.dialects._ops import ops as exir_ops
+    from executorch.exir.pass_base import ExportPass, PassResult
+
+    class SqueezeSelectPass(ExportPass):
+        def call(self, graph_module):
+            changed = False
+            for node in list(graph_module.graph.nodes):
+                if node.op != "call_function" or node.target != exir_ops.edge.aten.select_copy.int:
+                    continue
+                src, dim = node.args[0], node.args[1]
+                if src.meta["val"].shape[dim] != 1:
+                    continue
+                with graph_module.graph.inserting_before(node):
+                    view = graph_module.graph.call_function(
+                        exir_ops.edge.aten.view_copy.default, (src, list(node.meta["val"].shape)))
+                view.meta = dict(node.meta)
+                node.replace_all_uses_with(view)
+                graph_module.graph.erase_node(node)
+                changed = True
+            if changed:
+                graph_module.recompile()
+            return PassResult(graph_module, changed)
+
+    return SqueezeSelectPass()
+
+
+def write_pte(manager, path: Path) -> Path:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            manager.write_to_file(f)
+    return path
+
+
+def _sample(ctx: ExportContext) -> torch.Tensor:
+    return torch.zeros(1, 3, *ctx.built.input_hw)
+
+
+def _xnnpack(ctx: ExportContext, name: str, precision: str, module: nn.Module, changes: list[str], **extra) -> dict:
+    manager, report = lower_xnnpack(module, _sample(ctx))
+    path = write_pte(manager, ctx.out_dir / f"{ctx.stem}_{name.replace('-', '_')}.pte")
+    ctx.cache[name] = path
+    return artifact_entry(ctx, path, name, precision=precision, runtime="executorch", backend="xnnpack",
+                          delegation=report, backend_form=changes, **extra)
+
+
+@target("xnnpack-fp32")
+def xnnpack_fp32(ctx: ExportContext) -> dict:
+    return _xnnpack(ctx, "xnnpack-fp32", "fp32", *backend_form(ctx.built.model, **FORMS["fp32"]))
+
+
+@target("xnnpack-fp16")
+def xnnpack_fp16(ctx: ExportContext) -> dict:
+    return _xnnpack(ctx, "xnnpack-fp16", "fp16", *backend_form(ctx.built.model, **FORMS["xnnpack-fp16"]))
+
+
+@target("xnnpack-int8")
+def xnnpack_int8(ctx: ExportContext) -> dict:
+    module, changes = backend_form(ctx.built.model, **FORMS["fp32"])
+    return _xnnpack(ctx, "xnnpack-int8", "int8", quantize_dynamic_int8(module, _sample(ctx)), changes,
+                    quantization="XNNPACKQuantizer dynamic int8 activations, per-channel symmetric int8 weights on the "
+                                 "linear layers; convolutions, norms and resizes kept fp32")
+
+
+# ----------------------------------------------------------------------------------------------------------- Core ML
+
+COREML_TARGET = "iOS17"
+
+
+def _coremltools():
+    try:
+        import coremltools as ct
+    except ImportError as exc:
+        raise InputError(f"coreml target needs coremltools (pip install coremltools): {exc}") from None
+    return ct
+
+
+def lower_coreml(module: nn.Module, sample: torch.Tensor):
+    """Core ML partitioner with fp16 compute; returns (program manager, delegation report)."""
+    ct = _coremltools()
+    from executorch.backends.apple.coreml.compiler import CoreMLBackend
+    from executorch.backends.apple.coreml.partition import CoreMLPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    specs = CoreMLBackend.generate_compile_specs(
+        compute_precision=ct.precision.FLOAT16, compute_unit=ct.ComputeUnit.ALL,
+        minimum_deployment_target=getattr(ct.target, COREML_TARGET))
+    edge = to_edge_transform_and_lower(torch.export.export(module, (sample,)),
+                                       partitioner=[CoreMLPartitioner(compile_specs=specs)])
+    return edge.to_executorch(), delegation_report(edge.exported_program().graph_module)
+
+
+def convert_mlpackage(module: nn.Module, sample: torch.Tensor):
+    """coremltools ML Program (fp16 compute, float32 input 'image' and output 'depth')."""
+    import numpy as np
+
+    ct = _coremltools()
+    program = torch.export.export(module, (sample,)).run_decompositions({})
+    return ct.convert(program, convert_to="mlprogram", compute_precision=ct.precision.FLOAT16,
+                      minimum_deployment_target=getattr(ct.target, COREML_TARGET),
+                      inputs=[ct.TensorType(name="image", shape=tuple(sample.shape), dtype=np.float32)],
+                      outputs=[ct.TensorType(name="depth", dtype=np.float32)])
+
+
+def mlpackage_summary(mlmodel) -> dict:
+    """Op histogram (constants excluded) and I/O types of a converted ML Program."""
+    from collections import Counter
+
+    from coremltools.proto.FeatureTypes_pb2 import ArrayFeatureType
+
+    spec = mlmodel.get_spec()
+    ops = Counter(op.type for fn in spec.mlProgram.functions.values()
+                  for block in fn.block_specializations.values() for op in block.operations if op.type != "const")
+    def io(features):
+        return {f.name: {"shape": list(f.type.multiArrayType.shape),
+                         "dtype": ArrayFeatureType.ArrayDataType.Name(f.type.multiArrayType.dataType).lower()}
+                for f in features}
+
+    return {"op_count": sum(ops.values()), "op_histogram": dict(sorted(ops.items())),
+            "inputs": io(spec.description.input), "outputs": io(spec.description.output)}
+
+
+def save_mlpackage(mlmodel, path: Path) -> Path:
+    """Write the .mlpackage folder beside ``path`` and swap it in, so a failure never leaves half a package."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp_dir = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        staged = tmp_dir / path.name
+        mlmodel.save(str(staged))
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(staged, path)
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    return path
+
+
+def _tree_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+@target("coreml")
+def coreml(ctx: ExportContext) -> dict:
+    """Core ML through ExecuTorch (.pte) and coremltools (.mlpackage). Neither runs on Linux: built and checked
+    for structure here, parity measured on Apple hardware only."""
+    from ..quiet import native_stderr_muted
+    from .litert import verbose
+
+    module, changes = backend_form(ctx.built.model, **FORMS["coreml"])
+    sample = _sample(ctx)
+    with native_stderr_muted(not verbose()):  # coremltools' progress bars and version warnings
+        manager, report = lower_coreml(module, sample)
+        mlmodel = convert_mlpackage(module, sample)
+    path = write_pte(manager, ctx.out_dir / f"{ctx.stem}_coreml.pte")
+    package = save_mlpackage(mlmodel, ctx.out_dir / f"{ctx.stem}_coreml.mlpackage")
+    ctx.cache["coreml"] = path
+    return artifact_entry(
+        ctx, path, "coreml", precision="fp16", runtime="executorch", backend="coreml", delegation=report,
+        backend_form=changes,
+        coreml={"compute_precision": "float16", "compute_units": "ALL", "minimum_deployment_target": COREML_TARGET},
+        mlpackage={"file": package.name, "bytes": _tree_bytes(package), **mlpackage_summary(mlmodel)},
+        runnable_here=False,
+        parity_note="Core ML runs only on Apple platforms: parity was not measured on this machine")
+

@@ -1,0 +1,250 @@
+"""LiteRT variants of the optimised FP32 graph: FP16 weights, dynamic-range INT8, weight-only INT8.
+
+Each variant is made by ai-edge-quantizer from the FP32 .tflite that ``litert-fp32`` writes (exported to a
+temporary file when that target is not requested), so all keep FP32 input/output and the signature
+``serving_default(args_0) -> output_0``: the files are interchangeable.
+
+Every LiteRT entry gets ``gpu_ok`` (False, with ``gpu_reason``, when the mobile GPU must not get the file:
+a static GPU-check error, or with ``run_gpu`` a failed compile or wrong numbers on the LiteRT GPU
+accelerator) and ``fp16_compute``: what FP16 compute on the GPU would do to this model, predicted on the CPU
+once per export (``depthport.fp16.simulate``); ``needs_enforce_f32`` says whether the app must ask for
+``GpuOptions(enforce_f32=True)``.
+
+ctx.options read here:
+- ``run_gpu``: also compile each file GPU-only (SwiftShader where there is no GPU) and compare GPU with CPU,
+  on a small-shape re-export of the same variant when the export shape is large;
+- ``int8_keep_float``: regex of op scopes that stay float in the INT8 files (default ``INT8_KEEP_FLOAT``);
+- ``fp16_sim``: False to skip the FP16-compute prediction; ``fp16_accumulate``: "fp16" (default) or "fp32"
+  for matrix-product accumulation in it ("fp32" is about 3x faster and still catches every op output
+  that overflows, but not partial sums).
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from ..atomic import write_bytes
+from ..fp16.safe import fp16_safe_norm  # importing it registers the fp16_safe_norm rewrite
+from ..fp16.simulate import simulate_fp16
+from ..fp16.weights import cast_constants_fp16, fp16_recipe
+from . import litert
+from .targets import ExportContext, target
+
+# Ops whose weights INT8 would hurt for no size gain: the norms' (1, C) averaging FC (its input d*d has a
+# wide range that dynamic activation quantization flattens) and the resize matrices (exact interpolation
+# weights). Matched against the op's output tensor names, which carry the PyTorch module class.
+INT8_KEEP_FLOAT = r"ScaleNorm|Resize"
+SMALL_SIDE = 126  # short side of the re-export used for the numerical GPU run of a large model
+INT8_GPU_TOL = 5e-2  # GPU computes INT8 weights in float, the CPU quantizes activations: they differ by that
+
+
+@dataclass(frozen=True)
+class Variant:
+    target: str
+    suffix: str
+    precision: str
+    recipe: str
+    make: Callable[[Path, dict], bytes]
+    gpu_tol: float | None = None
+
+
+def quantize(src: Path, recipe) -> bytes:
+    """ai-edge-quantizer on a .tflite file with the given recipe; returns the quantized model bytes."""
+    from ai_edge_quantizer import quantizer
+
+    from ..quiet import native_stderr_muted
+
+    with native_stderr_muted(not litert.verbose()):
+        result = quantizer.Quantizer(str(src), recipe).quantize(enable_progress_bar=False,
+                                                                  enable_progress_report=False)
+    return bytes(result.quantized_model)
+
+
+def int8_recipe(keep_float: str | None = INT8_KEEP_FLOAT) -> list[dict]:
+    """``dynamic_wi8_afp32`` (INT8 channelwise weights, activations quantized at run time), with the ops whose
+    scope matches ``keep_float`` left in float32."""
+    from ai_edge_quantizer import recipe
+
+    rules = recipe.dynamic_wi8_afp32()
+    if keep_float:
+        rules.append({"regex": keep_float, "operation": "*", "algorithm_key": "no_quantize"})
+    return rules
+
+
+def make_fp16(src: Path, options: dict) -> bytes:
+    data, _ = cast_constants_fp16(quantize(src, fp16_recipe()))
+    return data
+
+
+def make_int8(src: Path, options: dict) -> bytes:
+    return quantize(src, int8_recipe(options.get("int8_keep_float", INT8_KEEP_FLOAT)))
+
+
+def make_int8_weight(src: Path, options: dict) -> bytes:
+    from ai_edge_quantizer import recipe
+
+    return quantize(src, recipe.weight_only_wi8_afp32())
+
+
+VARIANTS = {
+    v.target: v
+    for v in [
+        Variant("litert-fp16", "_fp16", "fp16",
+                "float16 weights: ai-edge-quantizer float_casting (FULLY_CONNECTED, CONV) + depthport "
+                "fp16 constants (BATCH_MATMUL weights, position embedding); FP32 compute and I/O", make_fp16),
+        Variant("litert-int8", "_int8", "int8",
+                "ai-edge-quantizer dynamic_wi8_afp32 (INT8 channelwise weights, activations quantized at run "
+                "time); norm and resize FCs kept float", make_int8, INT8_GPU_TOL),
+        Variant("litert-int8-weight", "_int8_weight", "int8",
+                "ai-edge-quantizer weight_only_wi8_afp32 (INT8 weights dequantized to float, FP32 compute)",
+                make_int8_weight, INT8_GPU_TOL),
+    ]
+}
+
+
+def _scratch_dir(ctx: ExportContext) -> Path:
+    """A temporary folder for this export's intermediate files, removed at exit."""
+    if "litert-scratch" not in ctx.cache:
+        folder = Path(tempfile.mkdtemp(prefix="depthport-litert-"))
+        atexit.register(shutil.rmtree, folder, True)
+        ctx.cache["litert-scratch"] = folder
+    return ctx.cache["litert-scratch"]
+
+
+def fp32_source(ctx: ExportContext) -> Path:
+    """The FP32 .tflite of this export: the litert-fp32 artifact, or a temporary export of the same model."""
+    if "litert-fp32" in ctx.cache:
+        return ctx.cache["litert-fp32"]
+    if "litert-fp32-source" not in ctx.cache:
+        path = _scratch_dir(ctx) / f"{ctx.stem}_fp32.tflite"
+        ctx.cache["litert-fp32-source"] = litert.export_tflite(ctx.built.model, ctx.built.input_hw, path)
+    return ctx.cache["litert-fp32-source"]
+
+
+def small_hw(input_hw: tuple[int, int], side: int = SMALL_SIDE, multiple: int = 14) -> tuple[int, int] | None:
+    """A shape of the same aspect with the short side ``side``, or None when the export shape is not larger."""
+    h, w = input_hw
+    if min(h, w) <= side:
+        return None
+    scale = side / min(h, w)
+    return tuple(max(multiple, round(n * scale / multiple) * multiple) for n in (h, w))
+
+
+def _small_fp32(ctx: ExportContext) -> Path | None:
+    """An FP32 re-export of the same model and rewrites at a small shape (None when the export is small)."""
+    hw = small_hw(ctx.built.input_hw)
+    if hw is None:
+        return None
+    if "litert-fp32-small" not in ctx.cache:
+        from ..build import build
+
+        b = ctx.built
+        small = build(b.spec, hw, b.weights, rewrites=b.rewrites, pos_formula=b.pos_formula)
+        path = _scratch_dir(ctx) / f"{ctx.stem}_small_fp32.tflite"
+        ctx.cache["litert-fp32-small"] = litert.export_tflite(small.model, hw, path)
+    return ctx.cache["litert-fp32-small"]
+
+
+def gpu_runtime(ctx: ExportContext, path: Path, variant: Variant | None) -> dict:
+    """Runtime section of the GPU check for ``path``; numbers come from a small re-export when there is one."""
+    from ..check.verdict import check_tflite
+
+    small = numeric = _small_fp32(ctx)
+    if small is not None and variant is not None:
+        numeric = _scratch_dir(ctx) / f"{ctx.stem}_small{variant.suffix}.tflite"
+        write_bytes(numeric, variant.make(small, ctx.options))
+    tol = variant.gpu_tol if variant is not None else None
+    return check_tflite(path, run_gpu=True, numeric_file=numeric, rel_l2_tol=tol)["runtime"]
+
+
+def gpu_verdict(entry: dict, runtime: dict | None) -> tuple[bool, str | None]:
+    """(gpu_ok, reason): not for the GPU when the static check has errors or the runtime check failed."""
+    if runtime is not None and (runtime["fully_delegated"] is False or runtime["numeric_ok"] is False):
+        return False, f"GPU runtime: {runtime['note']}"
+    errors = [v for v in entry["gpu_check"]["violations"] if v["severity"] == "error"]
+    if errors:
+        first, rules = errors[0], ", ".join(sorted({v["rule"] for v in errors}))
+        ran = f" (the GPU runtime check passed: {runtime['note']})" if runtime and runtime["fully_delegated"] else ""
+        return False, (f"static GPU check: {len(errors)} error(s) ({rules}); first: op {first['op_index']} "
+                       f"{first['op']}: {first['detail']}{ran}")
+    return True, None
+
+
+def fp16_compute(ctx: ExportContext) -> dict | None:
+    """The FP16-compute prediction for this export's model (computed once), as the artifact entry's value."""
+    if ctx.options.get("fp16_sim", True) is False:
+        return None
+    if "fp16_compute" not in ctx.cache:
+        ctx.cache["fp16_compute"] = predict_fp16(ctx.built.model, ctx.built.input_hw,
+                                                 normalize="fold_input_normalization" not in ctx.built.rewrites,
+                                                 accumulate=ctx.options.get("fp16_accumulate", "fp16"))
+    return ctx.cache["fp16_compute"]
+
+
+def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: bool = True,
+                 accumulate: str = "fp16") -> dict:
+    """FP16-compute prediction on the built-in image (scikit-image's chelsea); when it says FP32 must be
+    enforced, also the prediction with the ``fp16_safe_norm`` rewrite applied."""
+    import copy
+
+    import skimage.data
+    from PIL import Image
+
+    from ..preprocess import to_tensor
+
+    x = torch.from_numpy(to_tensor(Image.fromarray(skimage.data.chelsea()), input_hw, normalize=normalize))
+    entry = simulate_fp16(model, x, accumulate=accumulate).as_entry()
+    entry["input"] = "scikit-image chelsea"
+    if entry["needs_enforce_f32"]:
+        fixed = copy.deepcopy(model)
+        try:
+            fp16_safe_norm(fixed)
+        except ValueError as exc:
+            entry["with_fp16_safe_norm"] = {"error": str(exc)}
+        else:
+            after = simulate_fp16(fixed, x, accumulate=accumulate).as_entry()
+            entry["with_fp16_safe_norm"] = {k: after[k] for k in
+                                            ("rel_l2", "pearson", "overflow_layers", "first_bad_layer",
+                                             "needs_enforce_f32")}
+    return entry
+
+
+def add_gpu_and_fp16(ctx: ExportContext, entry: dict, path: Path, variant: Variant | None) -> dict:
+    """Add gpu_ok/gpu_reason (and gpu_runtime with run_gpu) and fp16_compute to a .tflite entry."""
+    runtime = gpu_runtime(ctx, path, variant) if ctx.options.get("run_gpu") else None
+    if runtime is not None:
+        entry["gpu_runtime"] = runtime
+    entry["gpu_ok"], entry["gpu_reason"] = gpu_verdict(entry, runtime)
+    prediction = fp16_compute(ctx)
+    if prediction is not None:
+        entry["fp16_compute"] = prediction
+    return entry
+
+
+def export_variant(ctx: ExportContext, variant: Variant) -> dict:
+    path = ctx.out_dir / f"{ctx.stem}{variant.suffix}.tflite"
+    write_bytes(path, variant.make(fp32_source(ctx), ctx.options))
+    entry = litert.tflite_entry(ctx, path, variant.target, precision=variant.precision, recipe=variant.recipe)
+    return add_gpu_and_fp16(ctx, entry, path, variant)
+
+
+def _register(variant: Variant) -> None:
+    target(variant.target)(lambda ctx: export_variant(ctx, variant))
+
+
+for _variant in VARIANTS.values():
+    _register(_variant)
+
+
+@target("litert-fp32")
+def litert_fp32(ctx: ExportContext) -> dict:
+    """``depthport.export.litert.litert_fp32`` plus gpu_ok and the FP16-compute prediction."""
+    entry = litert.litert_fp32(ctx)
+    return add_gpu_and_fp16(ctx, entry, ctx.cache["litert-fp32"], None)

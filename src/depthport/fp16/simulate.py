@@ -1,0 +1,388 @@
+"""Predict, on the CPU, what FP16 compute on a mobile GPU does to a model's output.
+
+A mobile GPU delegate under its default precision policy may run an FP32 file in FP16. This module runs
+the PyTorch model twice on the same inputs: once in FP32 (the reference) and once with FP16 arithmetic
+simulated op by op, then compares the two and says where the FP16 run first went wrong.
+
+What the FP16 run simulates:
+- every parameter and buffer is rounded to float16 (round to nearest even) before the run;
+- every torch op's floating-point result is rounded to float16, so a value beyond +-65504 becomes +-inf
+  exactly where the GPU would overflow; ops that only move data (reshape, cat, slicing, ReLU...) are exact
+  and are left alone;
+- matrix products (linear, matmul/@, bmm, conv2d with groups=1) accumulate in float16 when
+  ``accumulate="fp16"`` (the default): the reduction is cut into blocks of ``block`` consecutive products
+  (whole input channels for a conv), each block is summed in float32 and added to a running sum that is
+  rounded to float16 after every addition. Hardware that rounds after every product loses about
+  sqrt(block) times more precision than this; overflow of a partial sum is caught either way;
+- layer_norm is split into the elementwise ops it becomes in a .tflite graph (mean, sub, mul, mean, add,
+  rsqrt, mul, add), each rounded.
+Not simulated: other ops' internal accumulation (softmax, mean, gelu, resize compute in float32 from float16
+inputs and round once), the GPU's own op fusion and summation order, flushing of float16 subnormals, and the
+accuracy of its transcendental functions. The prediction is therefore optimistic about precision loss but
+exact about overflow of any op output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+FP16_MAX = 65504.0
+# Above this relative L2 error FP16 compute counts as wrong (same tolerance as the runtime check's FP16 runs).
+DEFAULT_TOL = 1e-2
+# Module outputs kept from the FP32 run for the per-layer comparison, in bytes; larger outputs are skipped.
+STORE_LIMIT = 1 << 30
+
+_EXACT = frozenset({
+    "reshape", "view", "view_as", "permute", "transpose", "t", "contiguous", "flatten", "unflatten", "squeeze",
+    "unsqueeze", "expand", "expand_as", "repeat", "__getitem__", "cat", "concat", "stack", "split", "chunk",
+    "narrow", "select", "flip", "clone", "detach", "unbind", "movedim", "relu", "relu_", "pad", "float", "to",
+    "type", "requires_grad_", "__get__", "__set__", "size", "dim",
+})
+_IN_PLACE_DUNDER = frozenset({"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__"})
+_MATMULS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm, torch.Tensor.bmm)
+
+
+def _round(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.float16).to(t.dtype)
+
+
+def _is_float(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.dtype in (torch.float32, torch.float64)
+
+
+def _tensors(obj) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in _tensors(o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in _tensors(o)]
+    return []
+
+
+def _map_floats(obj, fn):
+    if _is_float(obj):
+        return fn(obj)
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(_map_floats(o, fn) for o in obj)
+    if isinstance(obj, list):
+        return [_map_floats(o, fn) for o in obj]
+    return obj
+
+
+def _accumulate(parts) -> torch.Tensor:
+    """Running float16 sum of float32 partial sums, rounded after every addition."""
+    acc = None
+    for part in parts:
+        acc = _round(part if acc is None else acc + part)
+    return acc
+
+
+def _blocks(n: int, step: int):
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+
+
+def _linear(block: int, x, w, b=None):
+    out = _accumulate(F.linear(x[..., s], w[:, s]) for s in _blocks(x.shape[-1], block))
+    return out if b is None else _round(out + b)
+
+
+def _matmul(block: int, a, b):
+    if a.dim() < 2 or b.dim() < 2:
+        return torch.matmul(a, b)
+    return _accumulate(torch.matmul(a[..., s], b[..., s, :]) for s in _blocks(a.shape[-1], block))
+
+
+def _conv2d(block: int, x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    if groups != 1:
+        return F.conv2d(x, w, b, stride, padding, dilation, groups)
+    step = max(1, block // (w.shape[2] * w.shape[3]))
+    out = _accumulate(F.conv2d(x[:, s], w[:, s], None, stride, padding, dilation) for s in _blocks(x.shape[1], step))
+    return out if b is None else _round(out + b[None, :, None, None])
+
+
+def _layer_norm(x, shape, weight=None, bias=None, eps=1e-5):
+    """layer_norm as the elementwise ops of its .tflite lowering (run under the mode: each op is rounded)."""
+    dims = tuple(range(-len(shape), 0))
+    d = x - x.mean(dim=dims, keepdim=True)
+    y = d * torch.rsqrt((d * d).mean(dim=dims, keepdim=True) + eps)
+    if weight is not None:
+        y = y * weight
+    return y if bias is None else y + bias
+
+
+@dataclass
+class OverflowEvent:
+    layer: str
+    op: str
+    count: int
+
+
+@dataclass
+class _Trace:
+    """What one run saw: the module being run, the largest |op output| per module, and overflow events."""
+
+    stack: list[str] = field(default_factory=lambda: ["model"])
+    max_abs: dict[str, float] = field(default_factory=dict)
+    events: list[OverflowEvent] = field(default_factory=list)
+
+
+class Fp16Mode(TorchFunctionMode):
+    """Rounds every op's result to float16 (``simulate=True``) or only observes magnitudes (``simulate=False``)."""
+
+    def __init__(self, trace: _Trace, simulate: bool, accumulate: str = "fp16", block: int = 32):
+        super().__init__()
+        if accumulate not in ("fp16", "fp32"):
+            raise ValueError(f"accumulate must be 'fp16' or 'fp32', not {accumulate!r}")
+        self.trace, self.simulate, self.accumulate, self.block = trace, simulate, accumulate, block
+        self.paused = False
+
+    @contextlib.contextmanager
+    def pause(self):
+        self.paused, was = True, self.paused
+        try:
+            yield
+        finally:
+            self.paused = was
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if self.paused or name in _EXACT:
+            return func(*args, **kwargs)
+        if not self.simulate:
+            out = func(*args, **kwargs)
+            self._observe(name, out)
+            return out
+        out = self._compute(func, name, args, kwargs)
+        if name in _IN_PLACE_DUNDER or (name.endswith("_") and not name.startswith("__")):
+            target = args[0]
+            if _is_float(target):
+                target.copy_(_round(target))
+            out = target if name != "__setitem__" else out
+        else:
+            out = _map_floats(out, _round)
+        self._check(name, args, kwargs, out)
+        return out
+
+    def _compute(self, func, name, args, kwargs):
+        if func is F.layer_norm or func is torch.layer_norm:
+            with self:
+                return _layer_norm(*args, **kwargs)
+        if self.accumulate == "fp16":
+            if func is F.linear:
+                return _linear(self.block, *args, **kwargs)
+            if func is F.conv2d:
+                return _conv2d(self.block, *args, **kwargs)
+            if func in _MATMULS:
+                return _matmul(self.block, *args, **kwargs)
+        return func(*args, **kwargs)
+
+    def _observe(self, name, out) -> None:
+        layer = self.trace.stack[-1]
+        for t in _tensors(out):
+            if _is_float(t) and t.numel():
+                peak = _peak(t)
+                if peak > self.trace.max_abs.get(layer, 0.0):
+                    self.trace.max_abs[layer] = peak
+
+    def _check(self, name, args, kwargs, out) -> None:
+        outs = [t for t in _tensors(out) if _is_float(t) and t.numel()]
+        if all(math.isfinite(_peak(t)) for t in outs):
+            return
+        inputs = [t for t in _tensors(list(args)) + _tensors(kwargs) if _is_float(t) and t.numel()]
+        if all(math.isfinite(_peak(t)) for t in inputs):
+            bad = sum(int((~torch.isfinite(t)).sum()) for t in outs)
+            self.trace.events.append(OverflowEvent(self.trace.stack[-1], name or "op", bad))
+
+
+def _peak(t: torch.Tensor) -> float:
+    """max |t| in one pass; inf or nan when t holds any."""
+    lo, hi = torch.aminmax(t.detach())
+    return max(-float(lo), float(hi)) if not (lo.isnan() or hi.isnan()) else float("nan")
+
+
+@dataclass
+class Fp16Prediction:
+    """The verdict for one model and input set; ``as_entry()`` is the artifact entry's ``fp16_compute``."""
+
+    rel_l2: float
+    pearson: float
+    overflow_layers: list[str]
+    first_bad_layer: str | None
+    needs_enforce_f32: bool
+    max_abs_fp32: float
+    max_abs_layer: str | None
+    events: list[OverflowEvent]
+    worst_layers: list[tuple[str, float]]
+    inputs: int
+    tol: float
+    accumulate: str
+    block: int
+
+    def as_entry(self) -> dict:
+        return {
+            "rel_l2": self.rel_l2, "pearson": self.pearson, "overflow_layers": self.overflow_layers,
+            "first_bad_layer": self.first_bad_layer, "needs_enforce_f32": self.needs_enforce_f32,
+            "max_abs_fp32": self.max_abs_fp32, "max_abs_layer": self.max_abs_layer,
+            "fp16_headroom": FP16_MAX / self.max_abs_fp32 if self.max_abs_fp32 > 0 else None,
+            "overflow_ops": [vars(e) for e in self.events[:10]],
+            "worst_layers": [{"layer": n, "rel_l2": e} for n, e in self.worst_layers],
+            "inputs": self.inputs, "tolerance": self.tol,
+            "method": (f"PyTorch on CPU, every op output rounded to float16, {self.accumulate} accumulation in "
+                       f"matrix products (blocks of {self.block}), vs the same model in float32"),
+        }
+
+
+def _named_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    return [(name or "model", m) for name, m in model.named_modules()]
+
+
+def _hook(model: nn.Module, trace: _Trace, mode: Fp16Mode, on_output) -> list:
+    """Keep ``trace.stack`` on the running module and pass each module output to ``on_output(key, out)``."""
+    calls: dict[str, int] = {}
+    handles = []
+    for name, module in _named_modules(model):
+        def pre(_m, _a, name=name):
+            trace.stack.append(name)
+
+        def post(_m, _a, out, name=name):
+            trace.stack.pop()
+            calls[name] = calls.get(name, 0) + 1
+            with mode.pause():
+                on_output((name, calls[name]), out)
+
+        handles += [module.register_forward_pre_hook(pre), module.register_forward_hook(post)]
+    return handles
+
+
+def _floats(out) -> list[torch.Tensor]:
+    return [t for t in _tensors(out) if _is_float(t)]
+
+
+def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+def _rel(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+    err = sum(float((x - y).square().sum(dtype=torch.float64)) for x, y in zip(a, b))
+    ref = sum(float(y.square().sum(dtype=torch.float64)) for y in b)
+    if not math.isfinite(err):
+        return float("inf")
+    return float(np.sqrt(err / ref)) if ref > 0 else (0.0 if err == 0 else float("inf"))
+
+
+def _pearson(a: np.ndarray, b: np.ndarray) -> float:
+    if not np.all(np.isfinite(a)):
+        return float("nan")
+    da, db = a - a.mean(), b - b.mean()
+    na, nb = np.sqrt((da * da).sum()), np.sqrt((db * db).sum())
+    return float((da * db).sum() / (na * nb)) if na > 0 and nb > 0 else (1.0 if np.array_equal(a, b) else 0.0)
+
+
+def fp16_copy(model: nn.Module) -> nn.Module:
+    """A deep copy whose parameters and buffers are rounded to float16 (kept in float32 storage)."""
+    sim = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        for t in list(sim.parameters()) + list(sim.buffers()):
+            if _is_float(t):
+                t.copy_(_round(t))
+    return sim
+
+
+def _reference_run(model: nn.Module, x: torch.Tensor, trace: _Trace, store_limit: int):
+    """FP32 run: the output, and module outputs by (name, call) up to ``store_limit`` bytes."""
+    stored: dict = {}
+    budget = [store_limit]
+    last: list = [None, None]  # a module often returns its child's output object: store it once
+
+    def keep(key, out):
+        outs = _floats(out)
+        if last[0] is not None and _same(outs, last[0]):
+            stored[key] = last[1]
+            return
+        size = sum(t.numel() * t.element_size() for t in outs)
+        if outs and size <= budget[0]:
+            budget[0] -= size
+            stored[key] = [t.detach().clone() for t in outs]
+            last[:] = outs, stored[key]
+
+    mode = Fp16Mode(trace, simulate=False)
+    handles = _hook(model, trace, mode, keep)
+    try:
+        with mode:
+            return model(x), stored
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _simulated_run(sim: nn.Module, x: torch.Tensor, trace: _Trace, stored: dict, layer_err: dict[str, float],
+                   accumulate: str, block: int) -> torch.Tensor:
+    """FP16 run: the output; each stored module output's relative L2 error goes into ``layer_err`` (max over calls)."""
+    last: list = [None, None]
+
+    def compare(key, out):
+        if key not in stored:
+            return
+        outs, ref = _floats(out), stored.pop(key)
+        err = last[1] if last[0] is not None and _same(outs, last[0]) else _rel(outs, ref)
+        last[:] = outs, err
+        layer_err[key[0]] = max(layer_err.get(key[0], 0.0), err)
+
+    mode = Fp16Mode(trace, simulate=True, accumulate=accumulate, block=block)
+    handles = _hook(sim, trace, mode, compare)
+    try:
+        with mode:
+            return sim(x)
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@torch.no_grad()
+def simulate_fp16(model: nn.Module, inputs, accumulate: str = "fp16", block: int = 32,
+                  tol: float = DEFAULT_TOL, store_limit: int = STORE_LIMIT) -> Fp16Prediction:
+    """Run ``model`` on each input in FP32 and in simulated FP16 and compare (see the module docstring).
+
+    ``inputs`` is one tensor or a list of tensors. ``needs_enforce_f32`` is True when any op overflowed, the
+    output is not finite, or the pooled relative L2 error of the output exceeds ``tol``. ``first_bad_layer``
+    is the module of the first overflow, else the first module (in order of completion) whose output is off
+    by more than ``tol``.
+    """
+    inputs = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
+    model = model.eval()
+    sim = fp16_copy(model)
+    fp32_trace, sim_trace = _Trace(), _Trace()
+    layer_err: dict[str, float] = {}
+    err_sum = ref_sum = 0.0
+    pearsons = []
+    for x in inputs:
+        ref, stored = _reference_run(model, x, fp32_trace, store_limit)
+        out = _simulated_run(sim, x, sim_trace, stored, layer_err, accumulate, block)
+        a, b = out.double().numpy().ravel(), ref.double().numpy().ravel()
+        err_sum += float(((a - b) ** 2).sum()) if np.all(np.isfinite(a)) else float("inf")
+        ref_sum += float((b * b).sum())
+        pearsons.append(_pearson(a, b))
+    rel = float(np.sqrt(err_sum / ref_sum)) if ref_sum > 0 else float("inf")
+    overflow = list(dict.fromkeys(e.layer for e in sim_trace.events))
+    layers = [n for n in layer_err if n != "model"]
+    bad = [n for n in layers if layer_err[n] > tol]
+    worst = sorted(((n, layer_err[n]) for n in layers), key=lambda p: -p[1])[:5]
+    top = max(fp32_trace.max_abs.items(), key=lambda kv: kv[1], default=(None, 0.0))
+    return Fp16Prediction(
+        rel_l2=rel, pearson=float(min(pearsons)), overflow_layers=overflow,
+        first_bad_layer=overflow[0] if overflow else (bad[0] if bad else None),
+        needs_enforce_f32=bool(overflow) or not math.isfinite(rel) or rel > tol,
+        max_abs_fp32=float(top[1]), max_abs_layer=top[0], events=sim_trace.events, worst_layers=worst,
+        inputs=len(inputs), tol=tol, accumulate=accumulate, block=block,
+    )

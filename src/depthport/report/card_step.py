@@ -1,0 +1,11 @@
+"""write the model card (README.md) from the report"""
+
+from __future__ import annotations
+
+from ..atomic import write_text
+from .card import render
+
+
+def apply(ctx, report: dict) -> None:
+    if "card" not in ctx.options.get("skip", set()):
+        write_text(ctx.out_dir / "README.md", render(report))

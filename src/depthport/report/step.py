@@ -1,0 +1,12 @@
+"""report: a self-contained report.html beside report.json."""
+
+from __future__ import annotations
+
+from .html import write_html
+
+
+def apply(ctx, report: dict) -> None:
+    if "report" in ctx.options.get("skip", ()):
+        return
+    report["report_html"] = "report.html"
+    write_html(ctx.out_dir / "report.html", report, ctx.cache.get("figures"))

@@ -1,0 +1,143 @@
+"""`depthport verify FILE... --reference MODEL --weights W`: parity, accuracy and gates, written as a report."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..preprocess import InputError
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser("verify", help="compare exported files with the upstream PyTorch model")
+    p.add_argument("files", nargs="+", metavar="FILE", help="exported model(s) (.tflite, .pte, .onnx), same shape")
+    p.add_argument("--reference", metavar="MODEL", help="model id (default: from report.json beside FILE)")
+    p.add_argument("--weights", help="random | PATH | HF repo id (default: from report.json beside FILE)")
+    p.add_argument("--images", help="folder of images (default: scikit-image's bundled natural images)")
+    p.add_argument("--size", help="reference shape HxW (default: the file's input shape; must match it)")
+    p.add_argument("--precision", choices=["fp32", "fp16", "int8"], help="gate to apply (default: from report.json)")
+    p.add_argument("--gate", action="append", default=[], metavar="PREC.METRIC=VALUE",
+                   help="override a threshold, e.g. fp32.pearson=0.9999 (repeatable)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", help="folder for report.json and report.html (default: verify-STEM beside FILE)")
+    p.add_argument("--no-eager", action="store_true", help="skip the comparison with depthport's own eager model")
+    p.add_argument("--fp64", action="store_true",
+                   help="also compare with the upstream model computed in float64 (free of its float32 rounding)")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def sibling_report(path: Path) -> dict:
+    """The export's report.json for a file in an export folder (or its not-shipped/ subfolder), or {}."""
+    for folder in (path.parent, path.parent.parent):
+        candidate = folder / "report.json"
+        if candidate.is_file():
+            try:
+                report = json.loads(candidate.read_text())
+            except json.JSONDecodeError:
+                return {}
+            names = {Path(a.get("file", "")).name for a in report.get("artifacts", [])}
+            if path.name in names:
+                return report
+    return {}
+
+
+def artifact_info(report: dict, path: Path) -> dict:
+    return next((a for a in report.get("artifacts", []) if Path(a.get("file", "")).name == path.name), {})
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from ..atomic import write_text
+    from ..build import build
+    from ..pipeline import command_line, machine, versions
+    from ..preprocess import parse_size
+    from ..quiet import native_stderr_muted
+    from ..registry import get_spec
+    from ..report.html import write_html
+    from ..rewrites import default_rewrites
+    from ..runtimes import load_runner
+    from . import gates
+    from .images import image_set
+    from .parity import check_shapes
+    from .step import accuracy_block, figures_entry, make_references, summary_block, verify_file
+
+    paths = [Path(f) for f in args.files]
+    for path in paths:
+        if not path.is_file():
+            raise InputError(f"model file not found: {path}")
+    info = sibling_report(paths[0])
+    model_id = args.reference or info.get("model")
+    if not model_id:
+        raise InputError("no --reference MODEL given and no report.json beside the file says which model it is")
+    weights = args.weights or info.get("weights")
+    if not weights:
+        raise InputError("no --weights given and no report.json beside the file names them")
+    thresholds = gates.thresholds(args.gate)
+    threads = args.threads
+    spec = get_spec(model_id)
+    console = Console(stderr=True)
+    with console.status("verifying") as status, native_stderr_muted(not args.verbose):
+        shape = tuple(load_runner(paths[0], threads=threads).input_shape)
+        input_hw = parse_size(args.size) if args.size else tuple(shape[-2:])
+        for path in paths:
+            check_shapes(load_runner(path, threads=threads), input_hw, path.name)
+        source, images = image_set(args.images)
+        rewrites = info.get("rewrites") or default_rewrites()
+        normalized = "fold_input_normalization" not in rewrites
+        status.update(f"building {spec.id} at {input_hw[0]}x{input_hw[1]}")
+        built = build(spec, input_hw, weights, rewrites=rewrites, pos_formula=info.get("pos_embed_formula"))
+        refs = make_references(spec, built.weights, input_hw, None if args.no_eager else built.model, normalized,
+                               images, threads, fp64=args.fp64)
+        report = {"command": command_line(), "model": spec.id,
+                  "weights": "random" if built.weights.random else built.weights.source,
+                  "random_weights": built.weights.random, "input_shape": [1, 3, *input_hw],
+                  "versions": versions(), "machine": machine(),
+                  "verify": summary_block(refs, source, threads, built.weights.random), "artifacts": []}
+        figures = figures_entry(refs, refs.names[0])
+        for path in paths:
+            status.update(f"verifying {path.name}")
+            known = artifact_info(sibling_report(path), path)
+            parity, acc, outputs = verify_file(path, refs, threads, normalized)
+            art = {"file": str(path), "target": known.get("target", path.suffix.lstrip(".")),
+                   "precision": args.precision or known.get("precision"), "bytes": path.stat().st_size,
+                   "input_shape": [1, 3, *input_hw], "parity": parity, "accuracy": acc}
+            if "gpu_check" in known:
+                art["gpu_check"] = known["gpu_check"]
+            art["gate"] = gates.evaluate(parity, art["precision"], thresholds)
+            report["artifacts"].append(art)
+            figures["variants"][path.name] = outputs[refs.names[0]]
+        status.update("accuracy on the Middlebury motorcycle")
+        report["accuracy"] = accuracy_block(refs, built.weights.random)
+        report["gates"] = thresholds
+    out = Path(args.out) if args.out else paths[0].parent / f"verify-{paths[0].stem}"
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / "report.json", json.dumps(report, indent=2) + "\n")
+    write_html(out / "report.html", report, figures)
+    print_summary(report, out)
+    return 1 if any(a["gate"]["passed"] is False for a in report["artifacts"]) else 0
+
+
+def print_summary(report: dict, out: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    if report.get("random_weights"):
+        console.print("[bold red]RANDOM WEIGHTS: reference and files are random; parity tests the conversion only.[/]")
+    table = Table(title=f"parity vs {report['verify']['reference']} ({len(report['verify']['images'])} images)")
+    for col in ("file", "precision", "corr worst", "corr median", "rel L2 pooled", "max abs", "δ1.25 worst",
+                "vs eager rel L2", "vs fp64 rel L2", "AbsRel", "gate"):
+        table.add_column(col)
+    for a in report["artifacts"]:
+        p, acc, gate = a["parity"], a["accuracy"], a["gate"]
+        extra = [p.get(k, {}).get("rel_l2_pooled") for k in ("vs_eager", "vs_reference_fp64")]
+        verdict = {True: "pass", False: "FAIL: " + "; ".join(gate["reasons"]), None: "-"}[gate["passed"]]
+        table.add_row(Path(a["file"]).name, str(a.get("precision") or "?"), f"{p['pearson_worst']:.7f}",
+                      f"{p['pearson_median']:.7f}", f"{p['rel_l2_pooled']:.3e}", f"{p['max_abs']:.3e}",
+                      f"{p['delta125_worst']:.5f}", *("-" if v is None else f"{v:.3e}" for v in extra),
+                      f"{acc['abs_rel']:.4f}", verdict)
+    console.print(table)
+    console.print(f"wrote {out / 'report.json'} and {out / 'report.html'}")

@@ -1,0 +1,136 @@
+"""Run an exported file and the PyTorch references on identical preprocessed inputs, and compare."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from PIL import Image
+from torch import nn
+
+from ..preprocess import InputError, to_tensor
+from . import metrics
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None):
+    """torch's intra-op thread count set to ``n`` for the block."""
+    saved = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
+class TorchRunner:
+    """A PyTorch module behind the runner interface (eager, no autograd); float32 in and out.
+
+    With ``dtype=torch.float64`` the module is converted in place and computes in float64.
+    """
+
+    def __init__(self, model: nn.Module, input_hw: tuple[int, int], threads: int | None = None,
+                 runtime: str = "torch-eager", dtype: torch.dtype = torch.float32):
+        self.model, self.threads, self.runtime, self.dtype = model.eval().to(dtype), threads, runtime, dtype
+        self.input_shape = (1, 3, *input_hw)
+
+    @torch.no_grad()
+    def run(self, x: np.ndarray) -> np.ndarray:
+        with torch_threads(self.threads):
+            x = torch.from_numpy(np.ascontiguousarray(x, np.float32)).to(self.dtype)
+            return self.model(x).float().numpy()
+
+
+def error_text(exc: BaseException) -> str:
+    """One line for the report when a runtime cannot load or run a file."""
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
+
+
+def check_shapes(runner, input_hw: tuple[int, int], name: str) -> None:
+    """The file must take (1, 3, H, W) at the reference's shape."""
+    shape = tuple(int(d) for d in runner.input_shape)
+    if len(shape) != 4 or shape[:2] != (1, 3):
+        raise InputError(f"{name} does not take one RGB image: its input is {list(shape)}")
+    if shape[2:] != tuple(input_hw):
+        raise InputError(f"shape mismatch: {name} takes {shape[2]}x{shape[3]} but the reference runs at "
+                         f"{input_hw[0]}x{input_hw[1]}")
+
+
+def depth_of(runner, x: np.ndarray, input_hw: tuple[int, int], name: str) -> np.ndarray:
+    out = np.asarray(runner.run(x), np.float32)
+    if out.size != input_hw[0] * input_hw[1]:
+        raise InputError(f"shape mismatch: {name} returns {list(out.shape)}, the reference {[1, *input_hw]}")
+    return out.reshape(input_hw)
+
+
+@dataclass
+class References:
+    """Inputs and reference outputs per image, each computed once.
+
+    ``reference`` is the upstream implementation (transformers); ``eager`` is depthport's own PyTorch model
+    with the rewrites the file was exported with, which isolates the converter's share of the error;
+    ``reference64`` (optional) is the upstream model in float64, free of the float32 reference's own rounding.
+    Inputs are stretched to ``input_hw`` (bicubic) and ImageNet-normalised; files whose normalisation was
+    folded in get the same pixels un-normalised.
+    """
+
+    images: list[tuple[str, Image.Image]]
+    input_hw: tuple[int, int]
+    reference: TorchRunner
+    eager: TorchRunner | None = None
+    eager_normalized: bool = True
+    label: str = "upstream reference"
+    reference64: TorchRunner | None = None
+    _inputs: dict = field(default_factory=dict)
+    _outputs: dict = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.images]
+
+    def input(self, name: str, normalized: bool = True) -> np.ndarray:
+        key = (name, normalized)
+        if key not in self._inputs:
+            self._inputs[key] = to_tensor(dict(self.images)[name], self.input_hw, normalize=normalized)
+        return self._inputs[key]
+
+    def output(self, which: str, name: str) -> np.ndarray:
+        """'reference', 'eager' or 'reference64' depth (H, W) for one image."""
+        key = (which, name)
+        if key not in self._outputs:
+            runner = {"reference": self.reference, "eager": self.eager, "reference64": self.reference64}[which]
+            if runner is None:
+                raise ValueError(f"no {which} model")
+            normalized = which != "eager" or self.eager_normalized
+            self._outputs[key] = depth_of(runner, self.input(name, normalized), self.input_hw, which)
+        return self._outputs[key]
+
+
+def run_file(runner, refs: References, name: str, normalized: bool = True) -> dict[str, np.ndarray]:
+    """Depth (H, W) of the file for every image."""
+    check_shapes(runner, refs.input_hw, name)
+    return {img: depth_of(runner, refs.input(img, normalized), refs.input_hw, name) for img in refs.names}
+
+
+def compare(outputs: dict[str, np.ndarray], refs: References, which: str = "reference") -> dict:
+    """Summary (worst/median/pooled) plus per-image figures of ``outputs`` against one reference."""
+    per_image = {img: metrics.image_metrics(out, refs.output(which, img)) for img, out in outputs.items()}
+    summary = metrics.summarize(list(per_image.values()))
+    return {**summary, "per_image": {img: metrics.public(m) for img, m in per_image.items()}}
+
+
+def parity_record(outputs: dict[str, np.ndarray], refs: References, reference_label: str,
+                  eager_label: str | None = None) -> dict:
+    """The report's ``parity`` entry: against the upstream reference, depthport's eager model and, when
+    there is one, the upstream reference in float64."""
+    record = {"reference": reference_label, **compare(outputs, refs, "reference")}
+    if refs.eager is not None:
+        record["vs_eager"] = {"reference": eager_label or "depthport eager", **compare(outputs, refs, "eager")}
+    if refs.reference64 is not None:
+        record["vs_reference_fp64"] = {"reference": f"{reference_label}, computed in float64",
+                                       **compare(outputs, refs, "reference64")}
+    return record

@@ -1,0 +1,108 @@
+"""verify: parity of every artifact against the upstream PyTorch reference, ground-truth accuracy, gates."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..preprocess import InputError, to_tensor
+from ..runtimes import load_runner
+from . import accuracy, gates
+from .images import image_set
+from .metrics import DELTA_DEFINITION
+from .parity import References, TorchRunner, check_shapes, depth_of, error_text, parity_record, run_file
+
+PREPROCESS = "stretched to the export shape (Pillow bicubic), RGB x/255, ImageNet mean/std"
+
+
+def reference_label(model, weights) -> str:
+    """'transformers' DepthAnythingForDepthEstimation (upstream PyTorch), weights ...' from the reference's doc."""
+    what = (type(model).__doc__ or type(model).__name__).split(";")[0].strip()
+    label = f"{what} (upstream PyTorch), weights {weights.source}"
+    return label + (" (RANDOM weights, identical to the export's)" if weights.random else "")
+
+
+def make_references(spec, weights, input_hw, eager_model, eager_normalized: bool, images, threads: int,
+                    fp64: bool = False) -> References:
+    """The upstream model with ``weights`` (also in float64 with ``fp64``) and depthport's ``eager_model``
+    (may be None) over ``images``."""
+    from ..reference import reference_model
+
+    hw = tuple(input_hw)
+    eager = TorchRunner(eager_model, hw, threads, "depthport-eager") if eager_model is not None else None
+    ref64 = (TorchRunner(reference_model(spec, weights), hw, threads, "reference-eager-fp64", torch.float64)
+             if fp64 else None)
+    reference = reference_model(spec, weights)
+    return References(images, hw, TorchRunner(reference, hw, threads, "reference-eager"), eager, eager_normalized,
+                      reference_label(reference, weights), ref64)
+
+
+@functools.lru_cache(maxsize=1)
+def _motorcycle():
+    return accuracy.motorcycle()
+
+
+def accuracy_of(runner, input_hw: tuple[int, int], normalized: bool = True) -> dict:
+    left, disparity = _motorcycle()
+    return accuracy.score(depth_of(runner, to_tensor(left, input_hw, normalize=normalized), input_hw, "model"),
+                          disparity)
+
+
+def verify_file(path: Path, refs: References, threads: int, normalized: bool = True) -> tuple[dict, dict, dict]:
+    """(parity record, accuracy, {image: depth}) of one exported file."""
+    runner = load_runner(path, threads=threads)
+    check_shapes(runner, refs.input_hw, Path(path).name)
+    outputs = run_file(runner, refs, Path(path).name, normalized)
+    record = parity_record(outputs, refs, refs.label, "depthport eager model, same rewrites")
+    record["runtime"] = runner.runtime
+    return record, accuracy_of(runner, refs.input_hw, normalized), outputs
+
+
+def summary_block(refs: References, source: str, threads: int, random_weights: bool) -> dict:
+    return {"reference": refs.label, "image_source": source, "images": refs.names,
+            "preprocess": PREPROCESS, "threads": threads, "delta125": DELTA_DEFINITION,
+            "random_weights": random_weights,
+            **({"note": "RANDOM WEIGHTS: the reference is random too; parity still tests the conversion, "
+                        "the depth means nothing"} if random_weights else {})}
+
+
+def accuracy_block(refs: References, random_weights: bool) -> dict:
+    return {"dataset": accuracy.DATASET, "method": accuracy.__doc__.split("\n\n")[1].replace("\n", " "),
+            "meaningful": not random_weights, "note": accuracy.meaning(random_weights),
+            "reference": accuracy_of(refs.reference, refs.input_hw)}
+
+
+def figures_entry(refs: References, name: str) -> dict:
+    """What the HTML report draws: the first image, its reference depth and each variant's depth."""
+    return {"image_name": name, "image": dict(refs.images)[name], "input_hw": refs.input_hw,
+            "reference": refs.output("reference", name),
+            "eager": refs.output("eager", name) if refs.eager is not None else None, "variants": {}}
+
+
+def apply(ctx, report: dict) -> None:
+    if "verify" in ctx.options.get("skip", ()):
+        return
+    threads = int(ctx.options.get("threads") or 2)
+    source, images = image_set(ctx.options.get("images"))
+    built = ctx.built
+    normalized = "fold_input_normalization" not in built.rewrites
+    refs = make_references(built.spec, built.weights, built.input_hw, built.model, normalized, images, threads,
+                           fp64=bool(ctx.options.get("reference_fp64")))
+    report["verify"] = summary_block(refs, source, threads, built.weights.random)
+    report["accuracy"] = accuracy_block(refs, built.weights.random)
+    figures = ctx.cache["figures"] = figures_entry(refs, refs.names[0])
+    for art in report["artifacts"]:
+        if art.get("runnable_here") is False:
+            art["parity"] = {"note": art.get("parity_note", "this file cannot run on this machine; not measured")}
+            continue
+        path = ctx.out_dir / art["file"]
+        try:
+            art["parity"], art["accuracy"], outputs = verify_file(path, refs, threads, normalized)
+        except (InputError, ModuleNotFoundError, RuntimeError) as exc:
+            art["parity"] = {"error": error_text(exc)}
+            continue
+        figures["variants"][art["target"]] = np.asarray(outputs[refs.names[0]])
+    gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.get("gates")), ctx.cache)

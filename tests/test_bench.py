@@ -1,0 +1,112 @@
+"""Benchmarking: interleaved timing of real files, ratios, the export step, peak memory, the CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from depthport.bench import Entry, peak_memory, sample_input, time_interleaved
+from depthport.cli import main
+from depthport.runtimes import load_runner
+
+
+
+@pytest.fixture(scope="module")
+def files(tiny_tflite, tmp_path_factory):
+    """Two copies of the session's tiny LiteRT file."""
+    path = tiny_tflite
+    folder = tmp_path_factory.mktemp("bench")
+    a, b = folder / "a.tflite", folder / "b.tflite"
+    shutil.copy(path, a)
+    shutil.copy(path, b)
+    return a, b
+
+
+class Recorder:
+    """A runner that only records the order of calls (tests the harness, not a runtime)."""
+
+    runtime = "recorder"
+
+    def __init__(self, name: str, log: list):
+        self.name, self.log = name, log
+
+    def run(self, x):
+        self.log.append(self.name)
+        return x
+
+
+def test_rounds_interleave_files_and_warmups_are_not_timed():
+    log: list[str] = []
+    x = sample_input((1, 2))
+    records = time_interleaved([Entry("a", Recorder("a", log), x), Entry("b", Recorder("b", log), x)],
+                               rounds=2, warmup=1, iters=2)
+    assert log == ["a", "b"] + ["a", "a", "b", "b"] * 2
+    assert [r["label"] for r in records] == ["a", "b"]
+    with pytest.raises(ValueError):
+        time_interleaved([], rounds=1)
+
+
+def test_two_real_files_interleaved_with_medians_and_ratios(files):
+    a = load_runner(files[0], threads=1, api="compiled")
+    b = load_runner(files[1], threads=1, api="interpreter")
+    records = time_interleaved([Entry("a", a, sample_input(a.input_shape)), Entry("b", b, sample_input(b.input_shape))],
+                               rounds=3, warmup=1, iters=2)
+    first, second = records
+    assert (first["runtime"], second["runtime"]) == ("litert-compiled", "litert-interpreter")
+    for rec in records:
+        assert 0 < rec["min"] <= rec["median"] <= rec["max"]
+        assert (rec["rounds"], rec["iters"], rec["warmup"]) == (3, 2, 1)
+    assert first["ratio"]["median"] == 1.0
+    assert second["ratio"]["median"] == pytest.approx(second["median"] / first["median"])
+
+
+def test_export_step_records_latency_per_artifact(files, tiny_built):
+    from depthport.bench import step
+    from depthport.export.targets import ExportContext, artifact_entry
+
+    ctx = ExportContext(tiny_built, files[0].parent, "da2_tiny", options={"threads": 1})
+    report = {"artifacts": [artifact_entry(ctx, f, f.stem, precision="fp32") for f in files]
+              + [{"file": "missing.onnx", "target": "onnx", "precision": "fp32"}]}
+    step.apply(ctx, report)
+    for art in report["artifacts"][:2]:
+        lat = art["latency_ms"]
+        assert lat["runtime"] == "litert-compiled" and lat["threads"] == 1
+        assert 0 < lat["min"] <= lat["median"] <= lat["max"]
+        assert lat["rounds"] == step.ROUNDS
+    assert "error" in report["artifacts"][2]["latency_ms"]
+    assert report["bench"]["threads"] == 1
+    skipped = {"artifacts": [artifact_entry(ctx, files[0], "a", precision="fp32")]}
+    ctx.options["skip"] = {"bench"}
+    step.apply(ctx, skipped)
+    assert "latency_ms" not in skipped["artifacts"][0]
+
+
+def test_peak_memory_in_a_child_process(files):
+    mem = peak_memory(files[0], threads=1)
+    assert mem["peak_rss_mb"] > 10 and mem["delta_mb"] >= 0
+    assert "error" in peak_memory(files[0].with_suffix(".pte"), threads=1)
+
+
+def test_cli_times_files_and_torch_and_writes_json(files, tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    args = ["bench", *map(str, files), "--threads", "1", "--rounds", "2", "--iters", "1", "--warmup", "1",
+            "--api", "both", "--torch", "da2-tiny", "--no-memory", "--json", str(out)]
+    assert main(args) == 0
+    result = json.loads(out.read_text())
+    labels = [r["label"] for r in result["results"]]
+    assert labels == ["a.tflite [compiled]", "a.tflite [interpreter]", "b.tflite [compiled]",
+                      "b.tflite [interpreter]", "torch eager (da2-tiny, upstream)"]
+    assert result["results"][0]["ratio"]["median"] == 1.0
+    assert result["machine"]["cores"] >= 1 and "ai-edge-litert" in result["versions"]
+    assert "latency, 1 threads" in capsys.readouterr().out
+
+
+def test_cli_bad_input_exits_2(tmp_path, capsys):
+    assert main(["bench"]) == 2
+    (tmp_path / "model.txt").write_text("x")
+    assert main(["bench", str(tmp_path / "model.txt")]) == 2
+    assert "unsupported model file" in capsys.readouterr().err
+    assert main(["bench", str(tmp_path / "missing.tflite")]) == 2
+    assert main(["bench", "--torch", "da2-tiny"]) == 2

@@ -1,0 +1,96 @@
+"""report.html: written by the export steps, self-contained, with the figures and the tables."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+import shutil
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from depthport.report.html import render
+from helpers import TINY_HW as HW
+
+
+@pytest.fixture(scope="module")
+def exported(tiny_built, tiny_tflite, tmp_path_factory):
+    """verify -> bench -> report steps over two copies of a tiny LiteRT file; one is gated out."""
+    from depthport.bench import step as bench_step
+    from depthport.export.litert import tflite_entry
+    from depthport.export.targets import ExportContext
+    from depthport.report import step as report_step
+    from depthport.verify import step as verify_step
+    from depthport.verify.images import builtin_image
+
+    built, path = tiny_built, tiny_tflite
+    out = tmp_path_factory.mktemp("export")
+    images = out.parent / "report-images"
+    images.mkdir()
+    builtin_image("coffee").save(images / "coffee.png")
+    ctx = ExportContext(built, out, "da2_tiny", options={"threads": 1, "images": str(images),
+                                                           "gates": {"fp16": {"pearson_worst": 1.5}}})
+    report = {"model": "da2-tiny", "weights": "random", "random_weights": True, "input_shape": [1, 3, *HW],
+              "command": "depthport export da2-tiny", "machine": {"cpu": "test"}, "artifacts": []}
+    for name, precision in (("tiny_fp32.tflite", "fp32"), ("tiny_<fp16>.tflite", "fp16")):
+        shutil.copy(path, out / name)
+        report["artifacts"].append(tflite_entry(ctx, out / name, f"litert-{precision}", precision=precision))
+    for step in (verify_step, bench_step, report_step):
+        step.apply(ctx, report)
+    return out, report, (out / "report.html").read_text(encoding="utf-8")
+
+
+def test_report_html_is_written_and_self_contained(exported):
+    out, report, page = exported
+    assert report["report_html"] == "report.html"
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert not re.search(r"<(script|link|iframe)\b", page, re.I)
+    assert "href=" not in page.lower()
+    sources = re.findall(r'src="([^"]*)"', page)
+    assert sources and all(s.startswith("data:image/png;base64,") for s in sources)
+    assert "url(" not in page
+
+
+def test_report_html_embeds_the_depth_maps_and_error_maps(exported):
+    _, _, page = exported
+    sources = re.findall(r'src="data:image/png;base64,([^"]*)"', page)
+    # input, reference, depthport eager, two variants, two error maps
+    assert len(sources) == 7
+    images = [Image.open(io.BytesIO(base64.b64decode(s))) for s in sources]
+    assert all(img.format == "PNG" and img.mode == "RGB" for img in images)
+    assert images[0].size[0] / images[0].size[1] == pytest.approx(HW[1] / HW[0], rel=0.05)
+    assert "|litert-fp32 - reference|" in page and "coffee" in page
+
+
+def test_report_html_has_the_tables_and_the_random_banner(exported):
+    _, report, page = exported
+    for heading in ("Parity", "Against depthport", "Accuracy against ground truth",
+                    "Files", "Latency (CPU)", "GPU delegate check", "Not shipped"):
+        assert f">{heading}" in page, heading
+    assert 'class="banner">RANDOM WEIGHTS' in page
+    fp32, fp16 = report["artifacts"]
+    assert f"{fp32['parity']['rel_l2_pooled']:.3e}" in page
+    assert f"{fp32['latency_ms']['median']:.2f}" in page
+    assert fp16["shipped"] is False and "not-shipped/tiny_&lt;fp16&gt;.tflite" in page
+    assert "<fp16>" not in page  # file names are escaped
+    assert '<span class="fail">FAIL</span>' in page and '<span class="pass">pass</span>' in page
+
+
+def test_render_without_figures_or_random_weights():
+    report = {"model": "m", "weights": "w", "random_weights": False, "artifacts": [
+        {"file": "x.tflite", "target": "litert-fp32", "precision": "fp32", "bytes": 2_000_000}]}
+    page = render(report)
+    assert "verification was skipped" in page and "RANDOM WEIGHTS" not in page
+    assert "<td>2.0</td>" in page
+
+
+def test_heatmap_scale_and_tiny_maps_are_enlarged():
+    from depthport.report.html import heatmap, png_data_uri
+
+    img, top = heatmap(np.array([[0.0, -2.0], [1.0, 0.5]]))
+    assert top == 2.0 and img.size == (2, 2)
+    assert np.asarray(img)[0, 0].sum() < np.asarray(img)[0, 1].sum()  # 0 dark, max bright
+    shown = Image.open(io.BytesIO(base64.b64decode(png_data_uri(img).split(",", 1)[1])))
+    assert min(shown.size) >= 192

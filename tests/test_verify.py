@@ -1,0 +1,271 @@
+"""Verification: metrics on known arrays, ground-truth alignment, tiny-file parity, gates, bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from depthport.cli import main
+from depthport.export.targets import ExportContext
+from depthport.preprocess import InputError
+from depthport.verify import accuracy, gates, metrics
+from depthport.verify.images import BUILTIN, builtin_set, folder_set
+from helpers import TINY_HW as HW
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_built, tiny_tflite):
+    """The tiny model with random weights and its LiteRT file (the session's shared conversion)."""
+    return tiny_built, tiny_tflite
+
+
+@pytest.fixture(scope="module")
+def images():
+    return builtin_set()[:2]
+
+
+# metrics
+
+
+def test_pearson_known_values():
+    a = np.array([1.0, 2.0, 3.0, 4.0])
+    assert metrics.pearson(a, 2 * a + 5) == pytest.approx(1.0)
+    assert metrics.pearson(a, -a) == pytest.approx(-1.0)
+    assert metrics.pearson(np.array([1.0, -1.0, 1.0, -1.0]), np.array([1.0, 1.0, -1.0, -1.0])) == pytest.approx(0.0)
+    assert metrics.pearson(np.ones(4), np.ones(4)) == 1.0
+    assert metrics.pearson(np.ones(4), a) == 0.0
+
+
+def test_rel_l2_pooled_is_not_the_mean_of_per_image_values():
+    b1, b2 = np.full(4, 1.0), np.full(4, 10.0)
+    a1, a2 = b1 + 0.1, b2 + 0.1
+    expected = np.sqrt((4 * 0.01 + 4 * 0.01) / (4 * 1.0 + 4 * 100.0))
+    assert metrics.pooled_rel_l2([(a1, b1), (a2, b2)]) == pytest.approx(expected)
+    assert metrics.rel_l2(a1, b1) == pytest.approx(0.1)
+    summary = metrics.summarize([metrics.image_metrics(a1, b1), metrics.image_metrics(a2, b2)])
+    assert summary["rel_l2_pooled"] == pytest.approx(expected)
+    assert summary["max_abs"] == pytest.approx(0.1)
+    assert summary["images"] == 2
+
+
+def test_max_abs_and_shape_check():
+    assert metrics.max_abs(np.array([0.0, 1.0, 2.0]), np.array([0.0, 1.5, 1.0])) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="differ in size"):
+        metrics.max_abs(np.zeros(3), np.zeros(4))
+
+
+def test_delta125_counts_pixels_within_a_factor():
+    ref = np.array([1.0, 2.0, 4.0, 8.0])
+    assert metrics.delta125(ref * 1.2, ref) == 1.0
+    assert metrics.delta125(np.array([1.0, 2.0, 4.0, 8.0 * 1.3]), ref) == pytest.approx(0.75)
+    assert metrics.delta125(np.array([1.0, 2.0, 5.5, 20.0]), ref) == pytest.approx(0.5)
+
+
+def test_delta125_shifts_non_positive_maps_by_the_reference_minimum():
+    ref = np.array([-1.0, 0.0, 1.0, 3.0])
+    # shift = 0.004 - (-1): the reference becomes (0.004, 1.004, 2.004, 4.004)
+    assert metrics.delta125(ref, ref) == 1.0
+    assert metrics.delta125(ref + np.array([0.0, 0.1, 0.1, 0.1]), ref) == 1.0
+    # below the shifted floor: the tested value becomes <= 0 and counts as a miss
+    assert metrics.delta125(np.array([-2.0, 0.0, 1.0, 3.0]), ref) == pytest.approx(0.75)
+    zeros = np.array([0.0, 0.0, 1.0, 2.0])  # ReLU-clamped depth with exact zeros
+    assert metrics.delta125(zeros, zeros) == 1.0
+
+
+def test_summary_worst_and_median():
+    b = np.linspace(1, 2, 10)
+    per = [metrics.image_metrics(b + e, b) for e in (0.0, 0.01, 5.0)]
+    s = metrics.summarize(per)
+    assert s["delta125_worst"] == pytest.approx(0.0)
+    assert s["delta125_median"] == 1.0
+    assert s["pearson_worst"] == pytest.approx(1.0)
+
+
+# accuracy against ground truth
+
+
+def test_alignment_recovers_scale_and_shift_and_masks_invalid_pixels():
+    rng = np.random.default_rng(0)
+    disparity = rng.uniform(5, 50, size=(40, 60))
+    pred = (disparity - 3.0) / 7.0
+    disparity[:5] = np.inf
+    disparity[5:8] = np.nan
+    disparity[8, :10] = 0.0
+    pred[:8] = 1e6  # garbage where the ground truth is invalid must not matter
+    out = accuracy.score(pred, disparity)
+    assert out["scale"] == pytest.approx(7.0)
+    assert out["shift"] == pytest.approx(3.0)
+    assert out["abs_rel"] == pytest.approx(0.0, abs=1e-9)
+    assert out["delta1"] == 1.0
+    assert out["valid_pixels"] == 40 * 60 - 8 * 60 - 10
+
+
+def test_abs_rel_and_delta1_of_an_imperfect_prediction():
+    disparity = np.array([[10.0, 10.0], [20.0, 40.0]])
+    pred = np.array([[0.0, 0.0], [1.0, 1.0]])  # best fit: 10 on the top row, 30 on the bottom one
+    out = accuracy.score(pred, disparity)
+    assert out["abs_rel"] == pytest.approx((0 + 0 + 0.5 + 0.25) / 4)
+    assert out["delta1"] == pytest.approx(0.5)
+
+
+def test_prediction_is_resized_to_the_ground_truth():
+    disparity = np.tile(np.linspace(10, 20, 30), (20, 1))
+    pred = np.tile(np.linspace(0, 1, 15), (10, 1))
+    assert accuracy.score(pred, disparity)["abs_rel"] < 0.01
+
+
+def test_motorcycle_ground_truth_ships_with_scikit_image():
+    left, disparity = accuracy.motorcycle()
+    assert left.size == (disparity.shape[1], disparity.shape[0])
+    assert np.isnan(disparity).any() and np.nanmin(disparity) > 0
+
+
+# parity of a real tiny file
+
+
+def test_builtin_images_load_offline():
+    loaded = builtin_set()
+    assert [name for name, _ in loaded] == list(BUILTIN)
+    assert all(img.mode == "RGB" and min(img.size) >= 256 for _, img in loaded)
+
+
+def test_tiny_tflite_matches_the_transformers_reference(tiny, images):
+    from depthport.verify.step import make_references, verify_file
+
+    built, path = tiny
+    refs = make_references(built.spec, built.weights, HW, built.model, True, images, threads=2, fp64=True)
+    parity, acc, outputs = verify_file(path, refs, threads=2)
+    assert parity["images"] == 2
+    assert parity["rel_l2_pooled"] < 1e-5
+    assert parity["pearson_worst"] > 0.99999
+    assert parity["delta125_worst"] > 0.999
+    assert parity["vs_eager"]["rel_l2_pooled"] < 1e-5
+    assert parity["vs_reference_fp64"]["rel_l2_pooled"] < 1e-5
+    name = images[0][0]
+    assert 0 < metrics.rel_l2(refs.output("reference", name), refs.output("reference64", name)) < 1e-5
+    assert set(parity["per_image"]) == {name for name, _ in images}
+    assert np.isfinite(acc["abs_rel"]) and 0 <= acc["delta1"] <= 1
+    assert outputs[images[0][0]].shape == HW
+    # another image's reference is far off: the comparison can fail
+    first, second = (name for name, _ in images)
+    assert metrics.rel_l2(outputs[first], refs.output("reference", second)) > 1e-2
+
+
+# gates
+
+
+def test_gate_thresholds_parse_and_evaluate():
+    g = gates.thresholds(["fp16.pearson=0.9995", "int8.rel_l2=0.05"])
+    assert g["fp16"] == {"pearson_worst": 0.9995}
+    assert g["int8"] == {"delta125_worst": 0.99, "rel_l2_pooled": 0.05}
+    assert g["fp32"] == gates.DEFAULTS["fp32"]
+    parity = {"pearson_worst": 0.9990, "rel_l2_pooled": 2e-4, "delta125_worst": 0.995}
+    verdict = gates.evaluate(parity, "fp32", g)
+    assert verdict["passed"] is False and len(verdict["reasons"]) == 2
+    assert gates.evaluate(parity, "int8", g)["passed"] is True
+    assert gates.evaluate(None, "fp32", g)["passed"] is None
+    for bad in ("fp32.pearson", "pearson=1", "fp32.nope=1", "fp32.pearson=x"):
+        with pytest.raises(InputError):
+            gates.thresholds([bad])
+
+
+def _export_ctx(tiny, out_dir, **options):
+    built, path = tiny
+    from depthport.export.litert import tflite_entry
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ctx = ExportContext(built, out_dir, "da2_tiny", options={"threads": 2, **options})
+    copies = []
+    for name in ("a_fp32.tflite", "b_fp32.tflite"):
+        shutil.copy(path, out_dir / name)
+        copies.append(tflite_entry(ctx, out_dir / name, f"litert-{name[0]}", precision="fp32"))
+    ctx.cache["litert-b"] = out_dir / "b_fp32.tflite"
+    report = {"model": "da2-tiny", "random_weights": True, "artifacts": copies}
+    return ctx, report
+
+
+def test_verify_step_moves_a_failing_variant_to_not_shipped(tiny, tmp_path, images):
+    from depthport.verify import step
+
+    source = tmp_path / "images"
+    source.mkdir()
+    images[0][1].save(source / "one.png")
+    ctx, report = _export_ctx(tiny, tmp_path / "out", images=str(source), gates={"fp32.pearson": 1.5})
+    report["artifacts"][0]["precision"] = "int8"  # judged by the (passing) int8 default instead
+    step.apply(ctx, report)
+    passed, failed = report["artifacts"]
+    assert passed["shipped"] is True and passed["gate"]["passed"] is True
+    assert failed["shipped"] is False and failed["gate"]["passed"] is False
+    assert "pearson_worst" in failed["gate"]["reasons"][0]
+    assert failed["file"] == "not-shipped/b_fp32.tflite"
+    assert (ctx.out_dir / "not-shipped" / "b_fp32.tflite").is_file()
+    assert not (ctx.out_dir / "b_fp32.tflite").exists()
+    assert (ctx.out_dir / "a_fp32.tflite").is_file()
+    assert ctx.cache["litert-b"] == ctx.out_dir / "not-shipped" / "b_fp32.tflite"
+    [entry] = report["not_shipped"]
+    assert entry["file"] == failed["file"] and entry["parity"]["pearson_worst"] > 0.9999
+    assert "did not earn a slot" in entry["note"]
+    assert report["verify"]["images"] == ["one.png"]
+    assert report["accuracy"]["meaningful"] is False and "RANDOM" in report["accuracy"]["note"]
+    assert set(ctx.cache["figures"]["variants"]) == {"litert-a", "litert-b"}
+    json.dumps(report)  # everything recorded is JSON-serialisable
+
+
+# bad input
+
+
+def test_image_folder_errors(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not an image")
+    with pytest.raises(InputError, match="no images"):
+        folder_set(empty)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "a.png").write_bytes(b"not a png")
+    with pytest.raises(InputError, match="cannot read image"):
+        folder_set(broken)
+    with pytest.raises(InputError, match="not found"):
+        folder_set(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("mode", ["I;16", "F"])
+def test_unsupported_image_mode_is_a_clear_error(tmp_path, mode):
+    Image.new(mode, (30, 20)).save(tmp_path / ("x.png" if mode == "I;16" else "x.tiff"))
+    with pytest.raises(InputError, match="unsupported image mode"):
+        folder_set(tmp_path)
+
+
+def test_cli_errors_exit_2(tiny, tmp_path, capsys):
+    _, path = tiny
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    base = ["verify", str(path), "--reference", "da2-tiny", "--weights", "random"]
+    assert main(base + ["--size", "28x42"]) == 2
+    assert "shape mismatch" in capsys.readouterr().err
+    assert main(base + ["--images", str(empty)]) == 2
+    assert "no images" in capsys.readouterr().err
+    assert main(base + ["--gate", "fp32.pearson"]) == 2
+    assert main(["verify", str(tmp_path / "missing.tflite"), "--reference", "da2-tiny"]) == 2
+
+
+def test_cli_verify_writes_report_and_applies_gates(tiny, tmp_path, images):
+    _, path = tiny
+    source = tmp_path / "images"
+    source.mkdir()
+    images[1][1].save(source / "cat.jpg")
+    out = tmp_path / "v"
+    args = ["verify", str(path), "--reference", "da2-tiny", "--weights", "random", "--images", str(source),
+            "--precision", "fp32", "--out", str(out), "--no-eager", "--gate", "fp32.rel_l2=0"]
+    assert main(args) == 1  # a gate that cannot pass: exit status 1, report still written
+    report = json.loads((out / "report.json").read_text())
+    [art] = report["artifacts"]
+    assert 0 < art["parity"]["rel_l2_pooled"] < 1e-5
+    assert art["gate"]["passed"] is False and "rel_l2_pooled" in art["gate"]["reasons"][0]
+    assert report["random_weights"] is True and "vs_eager" not in art["parity"]
+    assert report["verify"]["images"] == ["cat.jpg"] and report["command"].startswith("depthport")
+    assert "FAIL" in (out / "report.html").read_text(encoding="utf-8")
