@@ -287,8 +287,8 @@ def test_fp16_dequantize_into_fc_is_reported():
     weights16 = _tensor(1, (8, 8), "FLOAT16", constant=True)
     deq = _op(0, "DEQUANTIZE", [weights16], [_tensor(2, (8, 8))])
     fc = _op(1, "FULLY_CONNECTED", [_tensor(3, TOKENS), deq.outputs[0]], [_tensor(4, (5, 8))])
-    rules = {v.rule for v in check_static(_graph(deq, fc))}
-    assert "fc-dequantize-input" in rules and "int8-weight-only-fc" not in rules
+    found = {v.rule: v.severity for v in check_static(_graph(deq, fc))}
+    assert found.get("fc-dequantize-input") == "warning" and "int8-weight-only-fc" not in found
 
 
 def test_align_corners_alone_is_a_device_ban_not_a_source_rule():

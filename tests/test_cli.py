@@ -82,3 +82,16 @@ def test_bad_images(exported, tmp_path, capsys, make, message):
     rc = main(["predict", str(exported / "da2_tiny_fp32.tflite"), str(target), "-o", str(tmp_path / "o.png")])
     assert rc == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "o.png").exists()
+
+
+def test_gpu_target_that_is_not_gpu_clean_fails_loudly(tmp_path, capsys, monkeypatch):
+    from depthport import rewrites
+
+    monkeypatch.setattr(rewrites.steps, "default_rewrites",
+                        lambda resize="exact", fold_normalization=False: ["bake_pos_embed", "fold_layerscale"])
+    monkeypatch.setattr("depthport.pipeline.default_rewrites", rewrites.steps.default_rewrites)
+    out = tmp_path / "out"
+    rc = main(["export", "da2-tiny", "--size", "56x70", "--out", str(out), "--skip", "ledger,verify,bench,report,card"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "is not GPU-clean" in err and "TRANSPOSE_CONV" in err
+    assert not out.exists()

@@ -186,6 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except RuntimeError as exc:
+        from .pipeline import GpuCheckFailed
+
+        if not isinstance(exc, GpuCheckFailed) or args.debug:
+            raise
+        print(f"depthport {args.command}: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

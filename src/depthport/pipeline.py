@@ -51,6 +51,22 @@ def post_steps() -> list:
     return steps
 
 
+# Targets whose file is meant for the mobile GPU: a GPU-check error stops the export.
+GPU_TARGETS = ("litert-fp32", "litert-fp16")
+
+
+class GpuCheckFailed(RuntimeError):
+    """A GPU target's file would not run (correctly) on the mobile GPU."""
+
+
+def require_gpu_clean(artifacts: list[dict]) -> None:
+    for art in artifacts:
+        check = art.get("gpu_check") or {}
+        if art["target"] in GPU_TARGETS and check.get("gpu_clean") is False:
+            errors = sorted({f"{v['op']} ({v['rule']})" for v in check.get("violations", []) if v["severity"] == "error"})
+            raise GpuCheckFailed(f"{art['file']} is not GPU-clean: {', '.join(errors)}; see `depthport check {art['file']}`")
+
+
 def parse_targets(text: str) -> list[str]:
     known = load_all()
     names = [t.strip() for t in text.split(",") if t.strip()]
@@ -140,6 +156,7 @@ def run_export(req: ExportRequest, progress=None) -> dict:
     for name in req.targets:
         step(f"exporting {name}")
         report["artifacts"].append(targets[name](ctx))
+    require_gpu_clean(report["artifacts"])
     for module in post_steps():
         step(f"{module.__name__.rsplit('.', 2)[-2]}: {module.__doc__.strip().splitlines()[0] if module.__doc__ else ''}")
         module.apply(ctx, report)

@@ -41,6 +41,7 @@ from .targets import ExportContext, target
 # wide range that dynamic activation quantization flattens) and the resize matrices (exact interpolation
 # weights). Matched against the op's output tensor names, which carry the PyTorch module class.
 INT8_KEEP_FLOAT = r"ScaleNorm|Resize"
+FLOAT_WEIGHT_OPS = frozenset({"FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D"})
 SMALL_SIDE = 126  # short side of the re-export used for the numerical GPU run of a large model
 INT8_GPU_TOL = 5e-2  # GPU computes INT8 weights in float, the CPU quantizes activations: they differ by that
 
@@ -84,7 +85,10 @@ def make_fp16(src: Path, options: dict) -> bytes:
 
 
 def make_int8(src: Path, options: dict) -> bytes:
-    return quantize(src, int8_recipe(options.get("int8_keep_float", INT8_KEEP_FLOAT)))
+    """Dynamic INT8; the float constants INT8 leaves (position embedding...) stored as float16, except the
+    weights of the FCs kept float (a DEQUANTIZE feeding an FC is a GPU-check error)."""
+    data = quantize(src, int8_recipe(options.get("int8_keep_float", INT8_KEEP_FLOAT)))
+    return cast_constants_fp16(data, skip_consumers=FLOAT_WEIGHT_OPS)[0]
 
 
 def make_int8_weight(src: Path, options: dict) -> bytes:
@@ -101,7 +105,8 @@ VARIANTS = {
                 "fp16 constants (BATCH_MATMUL weights, position embedding); FP32 compute and I/O", make_fp16),
         Variant("litert-int8", "_int8", "int8",
                 "ai-edge-quantizer dynamic_wi8_afp32 (INT8 channelwise weights, activations quantized at run "
-                "time); norm and resize FCs kept float", make_int8, INT8_GPU_TOL),
+                "time); norm and resize FCs kept float32; other float constants (position embedding) float16",
+                make_int8, INT8_GPU_TOL),
         Variant("litert-int8-weight", "_int8_weight", "int8",
                 "ai-edge-quantizer weight_only_wi8_afp32 (INT8 weights dequantized to float, FP32 compute)",
                 make_int8_weight, INT8_GPU_TOL),

@@ -39,41 +39,52 @@ def _opcode_index(model, builtin: int, version: int) -> int:
     return len(model.operatorCodes) - 1
 
 
-def _first_use(subgraph) -> dict[int, int]:
+def _uses(model, subgraph) -> tuple[dict[int, int], dict[int, set[int]]]:
+    """Per tensor: the index of its first consumer op, and the builtin codes of all its consumers."""
+    from ai_edge_litert.tools.flatbuffer_utils import get_builtin_code_from_operator_code
+
     first: dict[int, int] = {}
+    codes: dict[int, set[int]] = {}
     for i, op in enumerate(subgraph.operators):
+        code = get_builtin_code_from_operator_code(model.operatorCodes[op.opcodeIndex])
         for t in op.inputs:
             if t >= 0:
                 first.setdefault(int(t), i)
-    return first
+                codes.setdefault(int(t), set()).add(code)
+    return first, codes
 
 
-def cast_constants_fp16(model_bytes: bytes, min_elements: int = MIN_ELEMENTS) -> tuple[bytes, int]:
+def cast_constants_fp16(model_bytes: bytes, min_elements: int = MIN_ELEMENTS,
+                        skip_consumers: frozenset[str] = frozenset()) -> tuple[bytes, int]:
     """The model with each float32 constant of at least ``min_elements`` values stored as float16.
 
     Each such tensor keeps its index, name and shape but becomes the output of a new DEQUANTIZE whose input
     is a float16 copy; the DEQUANTIZE goes right before the tensor's first consumer. Constants whose values
-    do not fit float16 (|x| > 65504) are left alone. Returns (new model bytes, number of tensors cast).
+    do not fit float16 (|x| > 65504), or that feed an op named in ``skip_consumers`` (e.g.
+    {"FULLY_CONNECTED"}), are left alone. Returns (new model bytes, number of tensors cast).
     """
     from ai_edge_litert import schema_py_generated as schema
     from ai_edge_litert.tools import flatbuffer_utils as fbu
 
     model = fbu.read_model_from_bytearray(bytearray(model_bytes))
-    dequantize = _opcode_index(model, schema.BuiltinOperator.DEQUANTIZE, version=3)
+    dequantize = None
+    skip = {getattr(schema.BuiltinOperator, name) for name in skip_consumers}
     cast = 0
     for subgraph in model.subgraphs:
-        first = _first_use(subgraph)
+        first, consumers = _uses(model, subgraph)
         interface = set(subgraph.inputs) | set(subgraph.outputs)
         inserts: dict[int, list] = {}
         fp16_buffers: dict[int, int] = {}
         for index, tensor in enumerate(list(subgraph.tensors)):
             data = model.buffers[tensor.buffer].data if tensor.buffer else None
             if (tensor.type != schema.TensorType.FLOAT32 or data is None or len(data) < 4 * min_elements
-                    or index in interface or index not in first):
+                    or index in interface or index not in first or consumers[index] & skip):
                 continue
             values = np.frombuffer(bytes(data), dtype="<f4")
             if not np.all(np.isfinite(values.astype(np.float16)) | ~np.isfinite(values)):
                 continue
+            if dequantize is None:
+                dequantize = _opcode_index(model, schema.BuiltinOperator.DEQUANTIZE, version=3)
             if tensor.buffer not in fp16_buffers:
                 buffer = schema.BufferT()
                 buffer.data = np.frombuffer(values.astype("<f2").tobytes(), dtype=np.uint8)

@@ -97,17 +97,6 @@ class DA3Encoder(DinoV2):
             qk_norm = cfg.qknorm_start != -1 and i >= cfg.qknorm_start
             self.blocks[i] = RopeBlock(v.dim, v.heads, v.mlp_ratio, v.eps, qk_norm, rope)
 
-    def embed(self, x: torch.Tensor) -> torch.Tensor:
-        """One image (1, 3, H, W) -> tokens (1 + N, C), class token first; the same sums as `DinoV2.embed`.
-
-        The patch positions are added to the rank-4 patch map: adding an (N, C) constant to rank-2 tokens is
-        delegated by the LiteRT WebGPU accelerator but computed wrongly (rel L2 0.4 on SwiftShader).
-        """
-        dim, (gh, gw) = self.cfg.dim, self.grid_hw
-        pos = self.position_embedding()[0]
-        grid = self.patch_embed(x) + pos[1:].reshape(1, gh, gw, dim).permute(0, 3, 1, 2)
-        return torch.cat([self.cls_token[0] + pos[:1], grid.permute(0, 2, 3, 1).reshape(-1, dim)], dim=0)
-
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         """One image (1, 3, H, W) -> the four head inputs, each (gh*gw, 2C)."""
         if x.shape[0] != 1 or tuple(x.shape[-2:]) != self.input_hw:
