@@ -101,8 +101,9 @@ VARIANTS = {
     v.target: v
     for v in [
         Variant("litert-fp16", "_fp16", "fp16",
-                "float16 weights: ai-edge-quantizer float_casting (FULLY_CONNECTED, CONV) + depthport "
-                "fp16 constants (BATCH_MATMUL weights, position embedding); FP32 compute and I/O", make_fp16),
+                "float16 weights: ai-edge-quantizer float_casting (FULLY_CONNECTED, CONV) + depthport fp16 "
+                "constants (every other float32 constant of >= 1024 values: position embedding, BATCH_MATMUL "
+                "weights); FP32 I/O", make_fp16),
         Variant("litert-int8", "_int8", "int8",
                 "ai-edge-quantizer dynamic_wi8_afp32 (INT8 channelwise weights, activations quantized at run "
                 "time); norm and resize FCs kept float32; other float constants (position embedding) float16",

@@ -29,7 +29,7 @@ class ExportContext:
 
     @property
     def output_shape(self) -> list[int]:
-        return [1, *self.built.input_hw]
+        return self.built.spec.output_shape(self.built.input_hw)
 
 
 def target(name: str):
