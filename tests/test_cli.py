@@ -95,3 +95,48 @@ def test_gpu_target_that_is_not_gpu_clean_fails_loudly(tmp_path, capsys, monkeyp
     err = capsys.readouterr().err
     assert rc == 1 and "is not GPU-clean" in err and "TRANSPOSE_CONV" in err
     assert not out.exists()
+
+
+def test_gpu_options_reject_what_cannot_run_on_the_gpu(exported, tmp_path, capsys):
+    onnx = tmp_path / "m.onnx"
+    onnx.write_bytes(b"not used")
+    rc = main(["predict", str(onnx), ASSET, "-o", str(tmp_path / "o.png"), "--accelerator", "gpu"])
+    assert rc == 2 and "runs .tflite files only" in capsys.readouterr().err
+    tflite = str(exported / "da2_tiny_fp32.tflite")
+    rc = main(["predict", tflite, ASSET, "-o", str(tmp_path / "o.png"), "--swiftshader"])
+    assert rc == 2 and "--swiftshader goes with --accelerator gpu" in capsys.readouterr().err
+    rc = main(["bench", tflite, "--accelerator", "gpu", "--api", "both", "--no-memory"])
+    assert rc == 2 and "CompiledModel API only" in capsys.readouterr().err
+    assert not (tmp_path / "o.png").exists()
+
+
+GPU_PREDICT = """
+import sys
+from depthport.cli import main
+sys.exit(main(["predict", *sys.argv[1:]]))
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_predict_on_the_gpu_accelerator_matches_the_cpu(exported, tmp_path, precision):
+    """`predict --accelerator gpu` with an explicit precision runs every op on the GPU (SwiftShader here)."""
+    import subprocess
+    import sys
+
+    from depthport.check.swiftshader import VulkanUnavailable, find_vulkan
+
+    try:
+        find_vulkan()
+    except VulkanUnavailable as exc:
+        pytest.skip(f"no Vulkan: {exc}")
+    tflite = str(exported / "da2_tiny_fp32.tflite")
+    cpu, gpu = tmp_path / "cpu.npy", tmp_path / "gpu.npy"
+    assert main(["predict", tflite, ASSET, "-o", str(tmp_path / "c.png"), "--npy", str(cpu)]) == 0
+    run = subprocess.run([sys.executable, "-c", GPU_PREDICT, tflite, ASSET, "-o", str(tmp_path / "g.png"),
+                          "--npy", str(gpu), "--accelerator", "gpu", "--gpu-precision", precision, "--swiftshader"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    a, b = np.load(gpu), np.load(cpu)
+    # SwiftShader has no FP16 shaders, so both precisions compute in FP32 here.
+    assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-5

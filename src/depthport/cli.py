@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import quiet  # noqa: F401  (sets native log levels before any runtime loads)
 from .preprocess import InputError, parse_size, size_from_aspect
+from .runtimes.litert_gpu import add_accelerator_args
 
 # Subcommands that live beside their area; each module has add_parser(subparsers) and run(args) -> int.
 EXTENSIONS = ["depthport.check.cli", "depthport.verify.cli", "depthport.bench.cli", "depthport.report.card_cli"]
@@ -62,7 +63,8 @@ def _export(args) -> int:
                         parse_targets(args.targets), args.resize, args.fold_normalization, args.pos_embed,
                         command_line(), options={"images": args.images, "threads": args.threads,
                                                  "skip": {s.strip() for s in args.skip.split(",") if s.strip()},
-                                                 "gates": args.gate, "reference_fp64": args.fp64})
+                                                 "gates": args.gate, "reference_fp64": args.fp64,
+                                                 "run_gpu": args.run_gpu})
     from .verify.gates import thresholds
     from .verify.images import image_set
 
@@ -100,8 +102,12 @@ def _predict(args) -> int:
     from .predict import predict
     from .quiet import native_stderr_muted
 
+    from .runtimes.litert_gpu import accelerator_options
+
+    accel = accelerator_options(args)
     with native_stderr_muted(not args.verbose):
-        depth = predict(args.file, args.image, args.output, args.npy, letterbox=args.letterbox, threads=args.threads)
+        depth = predict(args.file, args.image, args.output, args.npy, letterbox=args.letterbox, threads=args.threads,
+                        **accel)
     console().print(f"wrote {args.output}" + (f" and {args.npy}" if args.npy else "")
                     + f": depth {depth.shape[0]}x{depth.shape[1]}, range {depth.min():.4g}..{depth.max():.4g}")
     return 0
@@ -136,6 +142,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     p.add_argument("--gate", action="append", default=[], metavar="PRECISION.METRIC=VALUE",
                    help="override a parity gate, e.g. fp32.pearson=0.9999 or int8.delta125=0.99 (repeatable)")
     p.add_argument("--fp64", action="store_true", help="also compare against the reference run in float64")
+    p.add_argument("--run-gpu", action="store_true",
+                   help="also compile each .tflite GPU-only on the LiteRT GPU accelerator (SwiftShader where there is "
+                        "no GPU) and compare it with the CPU, on a small re-export when the shape is large")
     p.add_argument("-v", "--verbose", action="store_true", help="show the converters' own logs")
     handlers["export"] = _export
 
@@ -146,6 +155,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     p.add_argument("--npy", help="also write the raw depth as .npy")
     p.add_argument("--letterbox", action="store_true", help="pad to the model's aspect instead of stretching")
     p.add_argument("--threads", type=int, default=2)
+    add_accelerator_args(p)
     p.add_argument("-v", "--verbose", action="store_true")
     handlers["predict"] = _predict
 

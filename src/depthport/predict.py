@@ -26,11 +26,15 @@ def input_is_normalized(model_path: Path) -> bool:
 
 
 def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path, out_npy: str | Path | None = None,
-            letterbox: bool = False, threads: int = 2) -> np.ndarray:
-    """Depth (H, W) at the model's input size; writes a colourised PNG at the image's own size."""
+            letterbox: bool = False, threads: int = 2, accelerator: str = "cpu",
+            gpu_precision: str = "fp32") -> np.ndarray:
+    """Depth (H, W) at the model's input size; writes a colourised PNG at the image's own size.
+
+    ``accelerator="gpu"`` runs a .tflite on the LiteRT GPU accelerator with ``gpu_precision`` compute (FP32
+    unless "fp16" is asked for)."""
     model_path = Path(model_path)
     image = load_image(image_path)
-    runner = load_runner(model_path, threads=threads)
+    runner = load_runner(model_path, threads=threads, accelerator=accelerator, gpu_precision=gpu_precision)
     if len(runner.input_shape) != 4 or runner.input_shape[1] != 3:
         raise InputError(f"{model_path.name} does not take an image (input {list(runner.input_shape)})")
     hw = tuple(runner.input_shape[2:])

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..preprocess import InputError
+from ..runtimes.litert_gpu import accelerator_options, add_accelerator_args
 
 
 def add_parser(subparsers):
@@ -23,6 +24,7 @@ def add_parser(subparsers):
     p.add_argument("--size", help="input HxW for --torch (default: the first file's)")
     p.add_argument("--no-memory", action="store_true", help="skip the per-file peak-memory child processes")
     p.add_argument("--json", help="also write the results to this JSON file")
+    add_accelerator_args(p)
     return p
 
 
@@ -31,11 +33,15 @@ def entries_for(args) -> list:
     from .timing import Entry, sample_input
 
     entries = []
+    accel = accelerator_options(args)
+    gpu = accel["accelerator"] == "gpu"
+    if gpu and args.api != "compiled":
+        raise InputError("--accelerator gpu times the CompiledModel API only (--api compiled)")
     apis = ["compiled", "interpreter"] if args.api == "both" else [args.api]
     for f in args.files:
         path = Path(f)
         for api in (apis if path.suffix == ".tflite" else [None]):
-            runner = load_runner(path, threads=args.threads, **({"api": api} if api else {}))
+            runner = load_runner(path, threads=args.threads, **({"api": api} if api else {}), **accel)
             label = path.name + (f" [{api}]" if args.api == "both" and api else "")
             entries.append(Entry(label, runner, sample_input(runner.input_shape)))
     if args.torch:
@@ -80,13 +86,14 @@ def run(args) -> int:
         records = time_interleaved(entries, args.rounds, args.warmup, args.iters,
                                    progress=lambda msg: status.update(f"timing: {msg}"))
         memory = {}
-        if not args.no_memory:
+        if not args.no_memory and args.accelerator == "cpu":
             for f in dict.fromkeys(args.files):
                 status.update(f"peak memory of {Path(f).name}")
                 memory[Path(f).name] = peak_memory(f, args.threads)
     for rec in records:
         rec["memory"] = memory.get(rec["label"].split(" [")[0])
-    result = {"threads": args.threads, "method": METHOD, "memory_method": MEMORY_METHOD, "results": records,
+    result = {"threads": args.threads, "accelerator": args.accelerator,
+              "gpu_precision": args.gpu_precision if args.accelerator == "gpu" else None, "method": METHOD, "memory_method": MEMORY_METHOD, "results": records,
               "machine": machine(), "versions": versions()}
     print_table(result)
     if args.json:
@@ -102,7 +109,9 @@ def print_table(result: dict) -> None:
 
     recs = result["results"]
     r0 = recs[0]
-    table = Table(title=f"latency, {result['threads']} threads, {r0['rounds']} rounds x {r0['iters']} calls "
+    where = (f"GPU ({result['gpu_precision']} compute)" if result.get("accelerator") == "gpu"
+             else f"{result['threads']} threads")
+    table = Table(title=f"latency, {where}, {r0['rounds']} rounds x {r0['iters']} calls "
                         f"after {r0['warmup']} warm-ups (ms)")
     for col in ("file", "runtime", "median", "min", "max", "CPU ms", "x first", "x paired", "peak RSS MB",
                 "RSS delta MB"):

@@ -20,8 +20,12 @@ _BY_SUFFIX = {
 }
 
 
-def load_runner(path: str | Path, **options) -> Runner:
-    """The runner for an exported file, chosen by its extension."""
+def load_runner(path: str | Path, accelerator: str = "cpu", gpu_precision: str = "fp32", **options) -> Runner:
+    """The runner for an exported file, chosen by its extension.
+
+    ``accelerator="gpu"`` runs a .tflite on the LiteRT GPU accelerator (every op on the GPU, or an error) with
+    the explicit ``gpu_precision``: FP32 compute unless "fp16" is asked for (see ``runtimes.litert_gpu``).
+    """
     import importlib
 
     from ..preprocess import InputError
@@ -31,5 +35,12 @@ def load_runner(path: str | Path, **options) -> Runner:
         raise InputError(f"model file not found: {path}")
     if path.suffix not in _BY_SUFFIX:
         raise InputError(f"unsupported model file {path.name}: expected one of {', '.join(_BY_SUFFIX)}")
+    if accelerator != "cpu":
+        if path.suffix != ".tflite":
+            raise InputError(f"--accelerator {accelerator} runs .tflite files only, not {path.name}")
+        from .litert_gpu import LiteRTGpuRunner
+
+        options.pop("api", None)
+        return LiteRTGpuRunner(path, accelerator=accelerator, gpu_precision=gpu_precision, **options)
     module, cls = _BY_SUFFIX[path.suffix]
     return getattr(importlib.import_module(module), cls)(path, **options)

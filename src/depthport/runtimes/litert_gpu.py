@@ -39,6 +39,47 @@ def compiled_options(accelerator: str = "cpu", gpu_precision: str = "fp32", thre
     return Options(hardware, cpu_options=cpu, gpu_options=GpuOptions(enforce_f32=gpu_precision == "fp32"))
 
 
+def use_swiftshader() -> str:
+    """Point this process's Vulkan loader at SwiftShader (for a machine without a GPU); call it before the
+    first GPU model is compiled. Returns the driver's description; raises InputError when there is none."""
+    import ctypes
+    import os
+
+    from ..check.swiftshader import VulkanUnavailable, find_vulkan
+
+    try:
+        setup = find_vulkan()
+    except VulkanUnavailable as exc:
+        raise InputError(str(exc)) from None
+    if setup.icd:
+        os.environ["VK_ICD_FILENAMES"] = setup.icd
+    for folder in setup.library_dirs:
+        # LD_LIBRARY_PATH is read at process start only; loading the loader by path makes the
+        # accelerator's dlopen("libvulkan.so.1") find it.
+        ctypes.CDLL(str(Path(folder) / "libvulkan.so.1"), mode=ctypes.RTLD_GLOBAL)
+    return setup.describe()
+
+
+def add_accelerator_args(parser) -> None:
+    """The --accelerator / --gpu-precision / --swiftshader options shared by predict and bench."""
+    parser.add_argument("--accelerator", choices=ACCELERATORS, default="cpu",
+                        help="run .tflite files on the CPU or, every op, on the LiteRT GPU accelerator")
+    parser.add_argument("--gpu-precision", choices=GPU_PRECISIONS, default="fp32",
+                        help="GPU compute precision (default fp32: GpuOptions(enforce_f32=True)); fp16 lets the "
+                             "GPU compute in half precision, which can give wrong depth")
+    parser.add_argument("--swiftshader", action="store_true",
+                        help="with --accelerator gpu: use depthport's SwiftShader Vulkan driver (no GPU here)")
+
+
+def accelerator_options(args) -> dict:
+    """load_runner options from the parsed --accelerator/--gpu-precision/--swiftshader."""
+    if args.swiftshader:
+        if args.accelerator != "gpu":
+            raise InputError("--swiftshader goes with --accelerator gpu")
+        use_swiftshader()
+    return {"accelerator": args.accelerator, "gpu_precision": args.gpu_precision}
+
+
 class LiteRTGpuRunner(LiteRTRunner):
     """``LiteRTRunner`` on a chosen accelerator (CompiledModel API only); ``runtime`` names the choice,
     e.g. ``litert-gpu-fp32``."""
