@@ -88,7 +88,8 @@ def test_gpu_target_that_is_not_gpu_clean_fails_loudly(tmp_path, capsys, monkeyp
     from depthport import rewrites
 
     monkeypatch.setattr(rewrites.steps, "default_rewrites",
-                        lambda resize="exact", fold_normalization=False: ["bake_pos_embed", "fold_layerscale"])
+                        lambda resize="exact", fold_normalization=False, fp16_safe=False: ["bake_pos_embed",
+                                                                                          "fold_layerscale"])
     monkeypatch.setattr("depthport.pipeline.default_rewrites", rewrites.steps.default_rewrites)
     out = tmp_path / "out"
     rc = main(["export", "da2-tiny", "--size", "56x70", "--out", str(out), "--skip", "ledger,verify,bench,report,card"])
@@ -140,3 +141,13 @@ def test_predict_on_the_gpu_accelerator_matches_the_cpu(exported, tmp_path, prec
     a, b = np.load(gpu), np.load(cpu)
     # SwiftShader has no FP16 shaders, so both precisions compute in FP32 here.
     assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-5
+
+
+def test_export_with_the_fp16_safe_norm_rewrite(tmp_path):
+    out = tmp_path / "out"
+    rc = main(["export", "da2-tiny", "--size", "56x70", "--out", str(out), "--fp16-safe-norm",
+               "--skip", "verify,bench,report,card"])
+    report = json.loads((out / "report.json").read_text())
+    assert rc == 0 and report["rewrites"][-1] == "fp16_safe_norm"
+    (step,) = [s for s in report["rewrite_ledger"] if s["rewrite"] == "fp16_safe_norm"]
+    assert step["exact"] and step["rel_l2_step"] < 1e-6

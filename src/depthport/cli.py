@@ -61,7 +61,7 @@ def _export(args) -> int:
     spec = get_spec(args.model)
     req = ExportRequest(args.model, args.weights, export_size(args, spec.default_hw), Path(args.out),
                         parse_targets(args.targets), args.resize, args.fold_normalization, args.pos_embed,
-                        command_line(), options={"images": args.images, "threads": args.threads,
+                        command_line(), fp16_safe_norm=args.fp16_safe_norm, options={"images": args.images, "threads": args.threads,
                                                  "skip": {s.strip() for s in args.skip.split(",") if s.strip()},
                                                  "gates": args.gate, "reference_fp64": args.fp64,
                                                  "run_gpu": args.run_gpu})
@@ -142,6 +142,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     p.add_argument("--gate", action="append", default=[], metavar="PRECISION.METRIC=VALUE",
                    help="override a parity gate, e.g. fp32.pearson=0.9999 or int8.delta125=0.99 (repeatable)")
     p.add_argument("--fp64", action="store_true", help="also compare against the reference run in float64")
+    p.add_argument("--fp16-safe-norm", action="store_true",
+                   help="add the fp16_safe_norm rewrite: norms computed on x/k, exact in FP32, finite in FP16 for 16x "
+                        "larger activations (for files a GPU may run in FP16)")
     p.add_argument("--run-gpu", action="store_true",
                    help="also compile each .tflite GPU-only on the LiteRT GPU accelerator (SwiftShader where there is "
                         "no GPU) and compare it with the CPU, on a small re-export when the shape is large")

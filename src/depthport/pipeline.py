@@ -30,6 +30,7 @@ class ExportRequest:
     fold_normalization: bool = False
     pos_formula: str | None = None
     command: str = ""
+    fp16_safe_norm: bool = False
     options: dict = field(default_factory=dict)
 
 
@@ -129,7 +130,7 @@ def run_export(req: ExportRequest, progress=None) -> dict:
     targets = load_all()
     step = progress or (lambda msg: None)
     step(f"building {spec.id} at {req.input_hw[0]}x{req.input_hw[1]}")
-    names = default_rewrites(req.resize, req.fold_normalization)
+    names = default_rewrites(req.resize, req.fold_normalization, req.fp16_safe_norm)
     built = build(spec, req.input_hw, req.weights, rewrites=names, pos_formula=req.pos_formula)
     req.out_dir.mkdir(parents=True, exist_ok=True)
     ctx = ExportContext(built, req.out_dir, spec.id.replace("-", "_"), options=dict(req.options))

@@ -42,11 +42,16 @@ class FusionBlock(nn.Module):
         self.res2 = ResidualUnit(features)
         self.resize = Resize(in_hw, out_hw)
         self.out_conv = nn.Conv2d(features, features, 1)
+        # Upstream order is resize, then out_conv; `rewrites.conv_before_resize` swaps them.
+        self.conv_first = False
 
     def forward(self, x: torch.Tensor, skip: torch.Tensor | None = None) -> torch.Tensor:
         if skip is not None:
             x = x + self.res1(skip)
-        return self.out_conv(self.resize(self.res2(x)))
+        x = self.res2(x)
+        if self.conv_first:
+            return self.resize(self.out_conv(x))
+        return self.out_conv(self.resize(x))
 
 
 class DPTHead(nn.Module):

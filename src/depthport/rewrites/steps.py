@@ -10,6 +10,7 @@ from torch import nn
 
 from ..models.depth_anything_v3 import CenteredNorm
 from ..models.dinov2 import DinoV2
+from ..models.dpt import FusionBlock
 from ..models.depth_anything_v2 import DepthAnythingV2
 from ..models.layers import Attention, Block, DeconvAsShuffle, Resize, ScaleNorm
 from ..models.rope import RopeAttention, SplitHeadRopeAttention
@@ -154,6 +155,16 @@ def _chunks_for(resize: Resize, chunks: int) -> int:
     return chunks if max(resize.out_hw) >= 256 else 1
 
 
+def conv_before_resize(model: nn.Module) -> None:
+    """Each DPT fusion block's 1x1 out_conv runs before its bilinear resize instead of after.
+
+    The two commute: the conv mixes channels pixel by pixel and every row of an interpolation matrix sums to 1,
+    so the bias passes through unchanged. The conv then works on a quarter of the pixels.
+    """
+    for block in (m for m in model.modules() if isinstance(m, FusionBlock)):
+        block.conv_first = True
+
+
 def exact_resize(model: nn.Module, chunks: int = 4) -> None:
     _replace_resizes(model, "exact", chunks)
 
@@ -193,6 +204,9 @@ REWRITES: dict[str, Rewrite] = {
                 "RoPE's rotate-half a constant matmul"),
         Rewrite("deconv_to_shuffle", deconv_to_shuffle, True,
                 "ConvTranspose2d (kernel = stride) as 1x1 conv + rank-4 depth-to-space (no TRANSPOSE_CONV)"),
+        Rewrite("conv_before_resize", conv_before_resize, True,
+                "each DPT fusion block's 1x1 out_conv moved before its 2x bilinear resize (they commute: "
+                "interpolation rows sum to 1), so it runs on a quarter of the pixels"),
         Rewrite("exact_resize", exact_resize, True,
                 "align_corners=True bilinear resizes as banded constant matrix products (no RESIZE op)"),
         Rewrite("approx_resize", approx_resize, False,
@@ -203,12 +217,14 @@ REWRITES: dict[str, Rewrite] = {
 }
 
 
-def default_rewrites(resize: str = "exact", fold_normalization: bool = False) -> list[str]:
+def default_rewrites(resize: str = "exact", fold_normalization: bool = False, fp16_safe: bool = False) -> list[str]:
+    """The export's rewrites in order; ``fp16_safe`` adds ``fp16_safe_norm`` (see ``depthport.fp16.safe``)."""
     if resize not in ("exact", "approx"):
         raise ValueError(f"--resize must be exact or approx, not {resize!r}")
     names = ["bake_pos_embed", "fold_layerscale", "fold_attention_scale", "fold_layernorm", "center_residual_stream",
-             "head_major_qkv", "deconv_to_shuffle", f"{resize}_resize"]
-    return names + (["fold_input_normalization"] if fold_normalization else [])
+             "head_major_qkv", "deconv_to_shuffle", "conv_before_resize", f"{resize}_resize"]
+    return names + (["fold_input_normalization"] if fold_normalization else []) + (
+        ["fp16_safe_norm"] if fp16_safe else [])
 
 
 def apply(model: nn.Module, names: list[str]) -> nn.Module:
