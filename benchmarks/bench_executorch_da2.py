@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +27,7 @@ from rich.console import Console
 from rich.table import Table
 from torch import nn
 
+from common import timed
 from depthport.bench import Entry, time_interleaved
 from depthport.build import build, resolve_weights
 from depthport.export.delegation import delegation_report
@@ -47,25 +47,6 @@ PLAIN = "plain .pte (transformers, XNNPACK fp32)"
 TARGETS = {"xnnpack-fp32": "depthport xnnpack-fp32", "xnnpack-fp16": "depthport xnnpack-fp16",
            "xnnpack-int8": "depthport xnnpack-int8", "onnx": "depthport onnx (onnxruntime)",
            "coreml": "depthport coreml (.pte + .mlpackage)"}
-
-
-class PredictedDepth(nn.Module):
-    """transformers' model as users export it: pixel_values -> predicted_depth."""
-
-    def __init__(self, model: nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model(pixel_values=x).predicted_depth
-
-
-def timed(label: str, fn):
-    t0 = time.perf_counter()
-    with native_stderr_muted():
-        out = fn()
-    console.print(f"{label}: {time.perf_counter() - t0:.0f} s")
-    return out
 
 
 def plain_pte(model: nn.Module, sample: torch.Tensor, path: Path) -> dict:
@@ -121,13 +102,13 @@ def main() -> int:
     sample = torch.zeros(1, 3, *hw)
 
     reference = reference_model(spec, weights)
-    entries = {PLAIN: timed("plain .pte", lambda: plain_pte(PredictedDepth(reference.model), sample,
-                                                             work / "plain_transformers_xnnpack_fp32.pte"))}
+    entries = {PLAIN: timed(console, "plain .pte",
+                            lambda: plain_pte(reference, sample, work / "plain_transformers_xnnpack_fp32.pte"))}
     built = build(spec, hw, weights)
     ctx = ExportContext(built, work, spec.id.replace("-", "_"), options={"threads": args.threads})
     targets = load_all()
     for name in [t.strip() for t in args.targets.split(",") if t.strip()]:
-        entries[TARGETS[name]] = timed(TARGETS[name], lambda: targets[name](ctx))
+        entries[TARGETS[name]] = timed(console, TARGETS[name], lambda: targets[name](ctx))
 
     names = [name for name, _ in builtin_set()]
     images = [to_tensor(img, hw) for _, img in builtin_set()]

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 from torch import nn
 
+from common import timed
 from depthport.bench import Entry, peak_memory, time_interleaved
 from depthport.bench.timing import MEMORY_METHOD
 from depthport.build import build, resolve_weights
@@ -48,25 +48,6 @@ from depthport.verify.parity import TorchRunner
 console = Console(width=170)
 
 
-class PredictedDepth(nn.Module):
-    """transformers' model as users convert it: pixel_values -> predicted_depth."""
-
-    def __init__(self, model: nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model(pixel_values=x).predicted_depth
-
-
-def timed(label: str, fn):
-    t0 = time.perf_counter()
-    with native_stderr_muted():
-        out = fn()
-    console.print(f"{label}: {time.perf_counter() - t0:.0f} s")
-    return out
-
-
 def convert_to(model: nn.Module, sample: torch.Tensor, path: Path) -> Path:
     import litert_torch
 
@@ -82,13 +63,13 @@ def build_files(args, spec, weights, hw, work: Path) -> tuple[dict[str, Path], n
 
     def made(label: str, path: Path, make) -> None:
         if not (args.reuse and path.exists()):
-            timed(label, make)
+            timed(console, label, make)
         files[label] = path
 
     reference = reference_model(spec, weights)
     sample = torch.zeros(1, 3, *hw)
     made("plain litert-torch (transformers)", work / "plain.tflite",
-         lambda: convert_to(PredictedDepth(reference.model), sample, work / "plain.tflite"))
+         lambda: convert_to(reference, sample, work / "plain.tflite"))
     built = build(spec, hw, weights, rewrites=default_rewrites("exact"))
     targets = load_all()
     ctx = ExportContext(built, work, stem, options={"threads": args.threads, "fp16_sim": False})

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +27,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from common import timed
 from depthport.bench import Entry, time_interleaved
 from depthport.build import build, resolve_weights
 from depthport.export.litert import tflite_entry
@@ -47,23 +47,15 @@ TARGETS = ("litert-fp32", "litert-fp16", "litert-int8", "litert-int8-weight")
 PUBLISHED_INT8_REL_L2 = 0.02080  # published-exports.md B, CPU, 100 natural images
 
 
-def timed(label: str, fn):
-    t0 = time.perf_counter()
-    with native_stderr_muted():
-        out = fn()
-    console.print(f"{label}: {time.perf_counter() - t0:.0f} s")
-    return out
-
-
 def export_all(args, spec, weights, hw, work: Path) -> tuple[dict[str, dict], object]:
     """label -> artifact entry (file in ``work``); the built model."""
     built = build(spec, hw, weights)
     ctx = ExportContext(built, work, spec.id.replace("-", "_"),
                         options={"threads": args.threads, "fp16_sim": not args.no_fp16_sim, "run_gpu": args.run_gpu})
     targets = load_all()
-    entries = {name: timed(f"export {name}", lambda name=name: targets[name](ctx)) for name in TARGETS}
+    entries = {name: timed(console, f"export {name}", lambda name=name: targets[name](ctx)) for name in TARGETS}
     plain = work / f"{ctx.stem}_int8_all_ops.tflite"
-    timed("export int8, all ops", lambda: plain.write_bytes(quantize(ctx.cache["litert-fp32"], int8_recipe(None))))
+    timed(console, "export int8, all ops", lambda: plain.write_bytes(quantize(ctx.cache["litert-fp32"], int8_recipe(None))))
     entries["int8, all ops (published recipe)"] = tflite_entry(ctx, plain, "int8-all-ops", precision="int8")
     return entries, built
 
@@ -115,7 +107,7 @@ def main() -> int:
     files = {label: work / e["file"] for label, e in entries.items()}
     set_name, images = image_set(args.images)
     reference = reference_model(spec, weights)
-    figures = timed(f"parity over {len(images)} images", lambda: parity(files, reference, images, hw, args.threads))
+    figures = timed(console, f"parity over {len(images)} images", lambda: parity(files, reference, images, hw, args.threads))
 
     x = to_tensor(images[0][1], hw)
     with native_stderr_muted():

@@ -208,5 +208,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def entry() -> None:
+    """The console script: main(), then the process exits without the runtimes' teardown log lines."""
+    code = main()
+    if not os.environ.get("DEPTHPORT_VERBOSE"):
+        quiet.mute_native_stderr_for_exit()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -27,3 +27,12 @@ def native_stderr_muted(enabled: bool = True):
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
+
+
+def mute_native_stderr_for_exit() -> None:
+    """Point fd 2 at /dev/null for the rest of the process: the runtimes' teardown lines (LiteRT logs
+    "DestroyAccelerator" at INFO level while the interpreter shuts down) then do not trail a command's output."""
+    sys.stderr.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
