@@ -205,3 +205,28 @@ def test_head_position_embedding_is_the_official_one():
         uv = create_uv_grid(hw[1], hw[0], aspect_ratio=image_hw[1] / image_hw[0], dtype=torch.float32)
         expected = (position_grid_to_embed(uv, channels) * 0.1).permute(2, 0, 1)[None]
         assert torch.equal(PosEmbed2D(channels, hw, image_hw, 0.1, 100.0).full(), expected)
+
+
+def test_predict_gives_a_da3_file_the_official_resize(tflite, tmp_path):
+    """`predict` reads the export's report: a DA3 file gets DA3's area/cubic resize, not a bicubic stretch."""
+    import json
+
+    from depthport.predict import predict
+    from depthport.preprocess import da3_input, da3_tensor, to_tensor
+    from depthport.quiet import native_stderr_muted
+    from depthport.runtimes import load_runner
+
+    _, path = tflite
+    pixels = np.random.default_rng(1).integers(0, 256, (500, 300, 3), dtype=np.uint8)
+    img = Image.fromarray(pixels)
+    assert np.array_equal(da3_input(img, HW), da3_tensor(img, max(HW)))
+    assert not np.allclose(da3_input(img, HW), to_tensor(img, HW))
+    folder = tmp_path / "export"
+    folder.mkdir()
+    (folder / path.name).write_bytes(path.read_bytes())
+    (folder / "report.json").write_text(json.dumps({"model": "da3-tiny"}))
+    img.save(tmp_path / "img.png")
+    with native_stderr_muted():
+        depth = predict(folder / path.name, tmp_path / "img.png", tmp_path / "d.png")
+        expected = np.asarray(load_runner(path).run(da3_input(img, HW))).reshape(HW)
+    assert np.array_equal(depth, expected)

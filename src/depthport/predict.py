@@ -9,20 +9,32 @@ import numpy as np
 from PIL import Image
 
 from .atomic import atomic_path
-from .preprocess import InputError, load_image, to_tensor
+from .preprocess import InputError, da3_input, load_image, to_tensor
 from .runtimes import load_runner
 from .visualize import colorize
 
 
+def export_report(model_path: Path) -> dict:
+    """The report.json of the file's export folder, or {} when there is none (or it is unreadable)."""
+    report = model_path.parent / "report.json"
+    try:
+        data = json.loads(report.read_text()) if report.exists() else {}
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def input_is_normalized(model_path: Path) -> bool:
     """False when the export folder's report says the ImageNet normalisation was folded into the model."""
-    report = model_path.parent / "report.json"
-    if report.exists():
-        try:
-            return "folded" not in json.loads(report.read_text()).get("normalization", "")
-        except (json.JSONDecodeError, AttributeError):
-            return True
-    return True
+    return "folded" not in str(export_report(model_path).get("normalization", ""))
+
+
+def model_input(image: Image.Image, model_path: Path, hw: tuple[int, int], letterbox: bool = False) -> np.ndarray:
+    """The file's input for ``image``: Depth Anything 3 files (per their report) get DA3's own resize."""
+    normalize = input_is_normalized(model_path)
+    if not letterbox and str(export_report(model_path).get("model", "")).startswith("da3"):
+        return da3_input(image, hw, normalize=normalize)
+    return to_tensor(image, hw, normalize=normalize, letterbox=letterbox)
 
 
 def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path, out_npy: str | Path | None = None,
@@ -38,7 +50,7 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
     if len(runner.input_shape) != 4 or runner.input_shape[1] != 3:
         raise InputError(f"{model_path.name} does not take an image (input {list(runner.input_shape)})")
     hw = tuple(runner.input_shape[2:])
-    x = to_tensor(image, hw, normalize=input_is_normalized(model_path), letterbox=letterbox)
+    x = model_input(image, model_path, hw, letterbox)
     depth = np.asarray(runner.run(x)).reshape(hw)
     picture = colorize(depth).resize(image.size, Image.Resampling.BILINEAR)
     with atomic_path(out_png) as tmp:

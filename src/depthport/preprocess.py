@@ -126,3 +126,15 @@ def da3_tensor(img: Image.Image, long_side: int, normalize: bool = True) -> np.n
     """RGB image -> (1, 3, H, W) float32 as Depth Anything 3 preprocesses it (H, W from `da3_size`)."""
     img = da3_resize(img, long_side)
     return to_tensor(img, (img.height, img.width), normalize=normalize)
+
+
+def da3_input(img: Image.Image, size_hw: tuple[int, int], normalize: bool = True) -> np.ndarray:
+    """(1, 3, H, W) for a Depth Anything 3 file built at ``size_hw``: the official two-step resize when the
+    image's own upper-bound shape is the file's, else a stretch with the same filters (area when shrinking)."""
+    h, w = size_hw
+    long_side = max(h, w)
+    if da3_size((img.height, img.width), long_side) == (h, w):
+        img = da3_resize(img, long_side)
+    else:
+        img = _resample(img, (w, h))
+    return to_tensor(img, size_hw, normalize=normalize)
