@@ -151,3 +151,26 @@ def test_export_with_the_fp16_safe_norm_rewrite(tmp_path):
     assert rc == 0 and report["rewrites"][-1] == "fp16_safe_norm"
     (step,) = [s for s in report["rewrite_ledger"] if s["rewrite"] == "fp16_safe_norm"]
     assert step["exact"] and step["rel_l2_step"] < 1e-6
+
+
+@pytest.mark.gpu
+def test_bench_on_the_gpu_accelerator_records_the_precision(exported, tmp_path):
+    import subprocess
+    import sys
+
+    from depthport.check.swiftshader import VulkanUnavailable, find_vulkan
+
+    try:
+        find_vulkan()
+    except VulkanUnavailable as exc:
+        pytest.skip(f"no Vulkan: {exc}")
+    out = tmp_path / "bench.json"
+    code = "import sys\nfrom depthport.cli import main\nsys.exit(main(sys.argv[1:]))"
+    run = subprocess.run([sys.executable, "-c", code, "bench", str(exported / "da2_tiny_fp32.tflite"), "--accelerator",
+                          "gpu", "--swiftshader", "--rounds", "1", "--iters", "1", "--warmup", "0", "--json", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(out.read_text())
+    (rec,) = result["results"]
+    assert result["accelerator"] == "gpu" and result["gpu_precision"] == "fp32"
+    assert rec["runtime"] == "litert-gpu-fp32" and rec["median"] > 0
