@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 from torch import nn
 
-from common import timed
+from common import add_run_args, timed
 from depthport.bench import Entry, time_interleaved
 from depthport.build import build, resolve_weights
 from depthport.export.delegation import delegation_report
@@ -82,16 +82,8 @@ def delegation_cells(entry: dict) -> tuple[str, str, str]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=6)
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--iters", type=int, default=1)
-    p.add_argument("--model", default="da2-small", help="model id (da2-tiny for a dry run)")
-    p.add_argument("--size", default="518x518")
-    p.add_argument("--weights", default="random")
+    add_run_args(p, size="518x518", work="/tmp/depthport-bench-executorch", warmup=1, iters=1)
     p.add_argument("--targets", default=",".join(TARGETS), help="comma-separated subset of " + ",".join(TARGETS))
-    p.add_argument("--work", default="/tmp/depthport-bench-executorch", help="folder for the exported files")
-    p.add_argument("--json", help="write all figures here")
     args = p.parse_args()
 
     hw = parse_size(args.size)

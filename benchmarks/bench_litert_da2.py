@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.table import Table
 from torch import nn
 
-from common import timed
+from common import add_run_args, timed
 from depthport.bench import Entry, peak_memory, time_interleaved
 from depthport.bench.timing import MEMORY_METHOD
 from depthport.build import build, resolve_weights
@@ -115,17 +115,9 @@ def op_count(path: Path) -> str:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=6)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--iters", type=int, default=3)
-    p.add_argument("--model", default="da2-small", help="model id (da2-tiny for a dry run)")
-    p.add_argument("--size", default="518x686")
-    p.add_argument("--weights", default="random")
-    p.add_argument("--work", default="/tmp/depthport-bench-da2", help="folder for the converted files")
+    add_run_args(p, size="518x686", work="/tmp/depthport-bench-da2", warmup=2, iters=3)
     p.add_argument("--reuse", action="store_true", help="keep files already converted in --work")
     p.add_argument("--no-memory", action="store_true")
-    p.add_argument("--json", help="write all figures here")
     args = p.parse_args()
 
     hw = parse_size(args.size)

@@ -27,7 +27,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from common import timed
+from common import add_run_args, timed
 from depthport.bench import Entry, time_interleaved
 from depthport.build import build, resolve_weights
 from depthport.export.litert import tflite_entry
@@ -82,19 +82,11 @@ def parity(files: dict[str, Path], reference, images, hw, threads: int) -> dict[
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="da2-small", help="model id (da2-tiny for a dry run)")
-    p.add_argument("--size", default="518x686")
-    p.add_argument("--weights", default="random")
+    add_run_args(p, size="518x686", work="/tmp/depthport-bench-variants", warmup=2, iters=2)
     p.add_argument("--images", help="image folder (default: scikit-image's bundled natural images)")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=6)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--iters", type=int, default=2)
-    p.add_argument("--work", default="/tmp/depthport-bench-variants", help="folder for the exported files")
     p.add_argument("--no-fp16-sim", action="store_true", help="skip the FP16-compute prediction")
     p.add_argument("--run-gpu", action="store_true",
                    help="also run the GPU check on the LiteRT GPU accelerator (SwiftShader), numbers at a small shape")
-    p.add_argument("--json", help="write all figures here")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
 

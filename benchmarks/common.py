@@ -17,3 +17,16 @@ def timed(console: Console, label: str, fn):
         out = fn()
     console.print(f"{label}: {time.perf_counter() - t0:.0f} s")
     return out
+
+
+def add_run_args(parser, size: str, work: str, warmup: int, iters: int) -> None:
+    """The options every full-size benchmark takes: what to build, where, and how to time it."""
+    parser.add_argument("--model", default="da2-small", help="model id (da2-tiny for a dry run)")
+    parser.add_argument("--size", default=size)
+    parser.add_argument("--weights", default="random")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--warmup", type=int, default=warmup)
+    parser.add_argument("--iters", type=int, default=iters)
+    parser.add_argument("--work", default=work, help="folder for the exported files")
+    parser.add_argument("--json", help="write all figures here")

@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-import torch
 
-from depthport.check import check_tflite, find_vulkan, parse_rejected_ops, run_gpu_check
-from depthport.check.swiftshader import SYSTEM_CHROMIUM, ICD_NAME, VulkanUnavailable
+from depthport.check import check_tflite, parse_rejected_ops, run_gpu_check
+from depthport.check.swiftshader import SYSTEM_CHROMIUM, ICD_NAME
 
-from test_check_static import IMAGE, GRAPHS, QUANTIZED, ConvBlock, export, quantize
+from helpers import vulkan_or_skip
+from test_check_static import IMAGE, ConvBlock, export, lazy_graphs
 
 GPU_GRAPHS = ("conv", "expand", "index", "softmax_constant", "where_broadcast", "linear_add")
 
@@ -21,29 +20,13 @@ GPU_GRAPHS = ("conv", "expand", "index", "softmax_constant", "where_broadcast", 
 @pytest.fixture(scope="module")
 def graphs(tmp_path_factory):
     """Lazily converted graphs by name (same modules as the static tests)."""
-    folder = tmp_path_factory.mktemp("gpu_graphs")
-    cache: dict[str, Path] = {}
-
-    def get(name: str) -> Path:
-        if name not in cache:
-            if name in QUANTIZED:
-                cache[name] = quantize(get("linear_add"), QUANTIZED[name], folder / f"{name}.tflite")
-            else:
-                factory, shape = GRAPHS[name]
-                torch.manual_seed(0)
-                cache[name] = export(factory(), shape, folder / f"{name}.tflite")
-        return cache[name]
-
-    return get
+    return lazy_graphs(tmp_path_factory.mktemp("gpu_graphs"))
 
 
 @pytest.fixture(scope="module")
 def clean_runtime(graphs):
     """Runtime result of the clean graph; skips the module's GPU tests when no Vulkan device exists."""
-    try:
-        find_vulkan()
-    except VulkanUnavailable as exc:
-        pytest.skip(f"SwiftShader/Vulkan unavailable: {exc}")
+    vulkan_or_skip()
     runtime = run_gpu_check(graphs("conv"), timeout=120)
     if runtime["fully_delegated"] is None and runtime["note"].startswith("no Vulkan"):
         pytest.skip(f"SwiftShader/Vulkan unavailable: {runtime['note']}")

@@ -113,10 +113,8 @@ def quantize(src: Path, recipe_name: str, path: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def tflite(tmp_path_factory):
-    """Lazily converted graphs by name, each converted once per module."""
-    folder = tmp_path_factory.mktemp("graphs")
+def lazy_graphs(folder: Path):
+    """name -> .tflite of GRAPHS / QUANTIZED in ``folder``, each converted on first use."""
     cache: dict[str, Path] = {}
 
     def get(name: str) -> Path:
@@ -130,6 +128,12 @@ def tflite(tmp_path_factory):
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def tflite(tmp_path_factory):
+    """Lazily converted graphs by name, each converted once per module."""
+    return lazy_graphs(tmp_path_factory.mktemp("graphs"))
 
 
 def find(violations: list[Violation], op: str, rule: str) -> Violation:

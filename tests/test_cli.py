@@ -1,12 +1,16 @@
 """The command line end to end on the tiny config, and its answers to bad input."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from depthport.cli import main
+
+from helpers import vulkan_or_skip
 
 ASSET = "src/depthport/assets/chelsea.jpg"
 
@@ -111,30 +115,18 @@ def test_gpu_options_reject_what_cannot_run_on_the_gpu(exported, tmp_path, capsy
     assert not (tmp_path / "o.png").exists()
 
 
-GPU_PREDICT = """
-import sys
-from depthport.cli import main
-sys.exit(main(["predict", *sys.argv[1:]]))
-"""
+CLI_CHILD = "import sys\nfrom depthport.cli import main\nsys.exit(main(sys.argv[1:]))"
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_predict_on_the_gpu_accelerator_matches_the_cpu(exported, tmp_path, precision):
     """`predict --accelerator gpu` with an explicit precision runs every op on the GPU (SwiftShader here)."""
-    import subprocess
-    import sys
-
-    from depthport.check.swiftshader import VulkanUnavailable, find_vulkan
-
-    try:
-        find_vulkan()
-    except VulkanUnavailable as exc:
-        pytest.skip(f"no Vulkan: {exc}")
+    vulkan_or_skip()
     tflite = str(exported / "da2_tiny_fp32.tflite")
     cpu, gpu = tmp_path / "cpu.npy", tmp_path / "gpu.npy"
     assert main(["predict", tflite, ASSET, "-o", str(tmp_path / "c.png"), "--npy", str(cpu)]) == 0
-    run = subprocess.run([sys.executable, "-c", GPU_PREDICT, tflite, ASSET, "-o", str(tmp_path / "g.png"),
+    run = subprocess.run([sys.executable, "-c", CLI_CHILD, "predict", tflite, ASSET, "-o", str(tmp_path / "g.png"),
                           "--npy", str(gpu), "--accelerator", "gpu", "--gpu-precision", precision, "--swiftshader"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -155,20 +147,11 @@ def test_export_with_the_fp16_safe_norm_rewrite(tmp_path):
 
 @pytest.mark.gpu
 def test_bench_on_the_gpu_accelerator_records_the_precision(exported, tmp_path):
-    import subprocess
-    import sys
-
-    from depthport.check.swiftshader import VulkanUnavailable, find_vulkan
-
-    try:
-        find_vulkan()
-    except VulkanUnavailable as exc:
-        pytest.skip(f"no Vulkan: {exc}")
+    vulkan_or_skip()
     out = tmp_path / "bench.json"
-    code = "import sys\nfrom depthport.cli import main\nsys.exit(main(sys.argv[1:]))"
-    run = subprocess.run([sys.executable, "-c", code, "bench", str(exported / "da2_tiny_fp32.tflite"), "--accelerator",
-                          "gpu", "--swiftshader", "--rounds", "1", "--iters", "1", "--warmup", "0", "--json", str(out)],
-                         capture_output=True, text=True, timeout=300)
+    args = ["bench", str(exported / "da2_tiny_fp32.tflite"), "--accelerator", "gpu", "--swiftshader",
+            "--rounds", "1", "--iters", "1", "--warmup", "0", "--json", str(out)]
+    run = subprocess.run([sys.executable, "-c", CLI_CHILD, *args], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     result = json.loads(out.read_text())
     (rec,) = result["results"]

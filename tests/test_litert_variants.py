@@ -10,7 +10,7 @@ from depthport.check.tflite_graph import read_graph
 from depthport.export.targets import ExportContext, load_all
 from depthport.runtimes import load_runner
 
-from helpers import TINY_HW, image_batch, rel_l2
+from helpers import TINY_HW, image_batch, rel_l2, vulkan_or_skip
 
 VARIANTS = ("litert-fp16", "litert-int8", "litert-int8-weight")
 
@@ -170,14 +170,10 @@ def test_gpu_runner_runs_fp16_weights_with_fp32_compute(tmp_path):
     """FP16 weights (DEQUANTIZE -> FC/CONV) compile GPU-only and match the CPU (toy graph, SwiftShader)."""
     import torch
 
-    from depthport.check.swiftshader import VulkanUnavailable, find_vulkan
     from depthport.export.litert import export_tflite
     from depthport.export.litert_variants import make_fp16
 
-    try:
-        env = find_vulkan().env()
-    except VulkanUnavailable as exc:
-        pytest.skip(f"no Vulkan: {exc}")
+    env = vulkan_or_skip().env()
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 14, 14), torch.nn.ReLU(), torch.nn.Conv2d(32, 8, 1))
     fp32 = export_tflite(model, TINY_HW, tmp_path / "toy_fp32.tflite")
@@ -192,12 +188,7 @@ def test_gpu_runner_runs_fp16_weights_with_fp32_compute(tmp_path):
 
 @pytest.mark.gpu
 def test_runtime_gpu_check_runs_dynamic_int8_and_rejects_weight_only(exported, tmp_path):
-    from depthport.check.swiftshader import VulkanUnavailable, find_vulkan
-
-    try:
-        find_vulkan()
-    except VulkanUnavailable as exc:
-        pytest.skip(f"no Vulkan: {exc}")
+    vulkan_or_skip()
     src_ctx, entries = exported
     ctx = ExportContext(src_ctx.built, tmp_path, "gpu", options={"run_gpu": True, "fp16_sim": False},
                         cache={"litert-fp32": src_ctx.out_dir / entries["litert-fp32"]["file"]})

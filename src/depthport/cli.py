@@ -61,7 +61,8 @@ def _export(args) -> int:
     spec = get_spec(args.model)
     req = ExportRequest(args.model, args.weights, export_size(args, spec.default_hw), Path(args.out),
                         parse_targets(args.targets), args.resize, args.fold_normalization, args.pos_embed,
-                        command_line(), fp16_safe_norm=args.fp16_safe_norm, options={"images": args.images, "threads": args.threads,
+                        command_line(), fp16_safe_norm=args.fp16_safe_norm,
+                        options={"images": args.images, "threads": args.threads,
                                                  "skip": {s.strip() for s in args.skip.split(",") if s.strip()},
                                                  "gates": args.gate, "reference_fp64": args.fp64,
                                                  "run_gpu": args.run_gpu})

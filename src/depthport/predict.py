@@ -24,15 +24,12 @@ def export_report(model_path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def input_is_normalized(model_path: Path) -> bool:
-    """False when the export folder's report says the ImageNet normalisation was folded into the model."""
-    return "folded" not in str(export_report(model_path).get("normalization", ""))
-
-
 def model_input(image: Image.Image, model_path: Path, hw: tuple[int, int], letterbox: bool = False) -> np.ndarray:
-    """The file's input for ``image``: Depth Anything 3 files (per their report) get DA3's own resize."""
-    normalize = input_is_normalized(model_path)
-    if not letterbox and str(export_report(model_path).get("model", "")).startswith("da3"):
+    """The file's input for ``image``, as its export's report describes it: un-normalised when the ImageNet
+    normalisation was folded into the model; DA3's own resize for Depth Anything 3 files."""
+    report = export_report(model_path)
+    normalize = "folded" not in str(report.get("normalization", ""))
+    if not letterbox and str(report.get("model", "")).startswith("da3"):
         return da3_input(image, hw, normalize=normalize)
     return to_tensor(image, hw, normalize=normalize, letterbox=letterbox)
 

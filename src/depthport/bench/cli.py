@@ -34,8 +34,7 @@ def entries_for(args) -> list:
 
     entries = []
     accel = accelerator_options(args)
-    gpu = accel["accelerator"] == "gpu"
-    if gpu and args.api != "compiled":
+    if args.accelerator == "gpu" and args.api != "compiled":
         raise InputError("--accelerator gpu times the CompiledModel API only (--api compiled)")
     apis = ["compiled", "interpreter"] if args.api == "both" else [args.api]
     for f in args.files:
@@ -93,7 +92,8 @@ def run(args) -> int:
     for rec in records:
         rec["memory"] = memory.get(rec["label"].split(" [")[0])
     result = {"threads": args.threads, "accelerator": args.accelerator,
-              "gpu_precision": args.gpu_precision if args.accelerator == "gpu" else None, "method": METHOD, "memory_method": MEMORY_METHOD, "results": records,
+              "gpu_precision": args.gpu_precision if args.accelerator == "gpu" else None,
+              "method": METHOD, "memory_method": MEMORY_METHOD, "results": records,
               "machine": machine(), "versions": versions()}
     print_table(result)
     if args.json:

@@ -31,7 +31,7 @@ from typing import Callable
 import torch
 
 from ..atomic import write_bytes
-from ..fp16.safe import fp16_safe_norm  # importing it registers the fp16_safe_norm rewrite
+from ..fp16.safe import fp16_safe_norm
 from ..fp16.simulate import simulate_fp16
 from ..fp16.weights import cast_constants_fp16, fp16_recipe
 from . import litert
