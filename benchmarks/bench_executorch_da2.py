@@ -27,16 +27,15 @@ from rich.console import Console
 from rich.table import Table
 from torch import nn
 
-from common import add_run_args, timed
+from common import add_run_args, run_setup, timed
 from depthport.bench import Entry, time_interleaved
-from depthport.build import build, resolve_weights
+from depthport.build import build
 from depthport.export.delegation import delegation_report
 from depthport.export.targets import ExportContext, load_all
 from depthport.pipeline import machine, versions
-from depthport.preprocess import parse_size, to_tensor
+from depthport.preprocess import to_tensor
 from depthport.quiet import native_stderr_muted
 from depthport.reference import reference_model
-from depthport.registry import get_spec
 from depthport.runtimes import load_runner
 from depthport.verify.images import builtin_set
 from depthport.verify.metrics import image_metrics, summarize
@@ -86,11 +85,7 @@ def main() -> int:
     p.add_argument("--targets", default=",".join(TARGETS), help="comma-separated subset of " + ",".join(TARGETS))
     args = p.parse_args()
 
-    hw = parse_size(args.size)
-    spec = get_spec(args.model)
-    weights = resolve_weights(spec, args.weights)
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
+    hw, spec, weights, work = run_setup(args)
     sample = torch.zeros(1, 3, *hw)
 
     reference = reference_model(spec, weights)

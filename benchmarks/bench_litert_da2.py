@@ -28,17 +28,16 @@ from rich.console import Console
 from rich.table import Table
 from torch import nn
 
-from common import add_run_args, timed
+from common import add_run_args, run_setup, timed
 from depthport.bench import Entry, peak_memory, time_interleaved
 from depthport.bench.timing import MEMORY_METHOD
-from depthport.build import build, resolve_weights
+from depthport.build import build
 from depthport.export.litert import export_tflite
 from depthport.export.targets import ExportContext, load_all
 from depthport.pipeline import machine, versions
-from depthport.preprocess import parse_size, to_tensor
+from depthport.preprocess import to_tensor
 from depthport.quiet import native_stderr_muted
 from depthport.reference import reference_model
-from depthport.registry import get_spec
 from depthport.rewrites import default_rewrites
 from depthport.runtimes import load_runner
 from depthport.verify.images import builtin_image
@@ -120,11 +119,7 @@ def main() -> int:
     p.add_argument("--no-memory", action="store_true")
     args = p.parse_args()
 
-    hw = parse_size(args.size)
-    spec = get_spec(args.model)
-    weights = resolve_weights(spec, args.weights)
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
+    hw, spec, weights, work = run_setup(args)
     files, reference, notes = build_files(args, spec, weights, hw, work)
 
     entries, x_image = [], to_tensor(builtin_image("astronaut"), hw)

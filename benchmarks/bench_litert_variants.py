@@ -27,17 +27,16 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from common import add_run_args, timed
+from common import add_run_args, run_setup, timed
 from depthport.bench import Entry, time_interleaved
-from depthport.build import build, resolve_weights
+from depthport.build import build
 from depthport.export.litert import tflite_entry
 from depthport.export.litert_variants import int8_recipe, quantize
 from depthport.export.targets import ExportContext, load_all
 from depthport.pipeline import machine, versions
-from depthport.preprocess import parse_size, to_tensor
+from depthport.preprocess import to_tensor
 from depthport.quiet import native_stderr_muted
 from depthport.reference import reference_model
-from depthport.registry import get_spec
 from depthport.runtimes import load_runner
 from depthport.verify.images import image_set
 from depthport.verify.metrics import image_metrics, pearson, summarize
@@ -90,11 +89,7 @@ def main() -> int:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
 
-    hw = parse_size(args.size)
-    spec = get_spec(args.model)
-    weights = resolve_weights(spec, args.weights)
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
+    hw, spec, weights, work = run_setup(args)
     entries, built = export_all(args, spec, weights, hw, work)
     files = {label: work / e["file"] for label, e in entries.items()}
     set_name, images = image_set(args.images)

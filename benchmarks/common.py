@@ -30,3 +30,17 @@ def add_run_args(parser, size: str, work: str, warmup: int, iters: int) -> None:
     parser.add_argument("--iters", type=int, default=iters)
     parser.add_argument("--work", default=work, help="folder for the exported files")
     parser.add_argument("--json", help="write all figures here")
+
+
+def run_setup(args):
+    """(input HxW, model spec, weights, work folder, created if missing) from the options of ``add_run_args``."""
+    from pathlib import Path
+
+    from depthport.build import resolve_weights
+    from depthport.preprocess import parse_size
+    from depthport.registry import get_spec
+
+    spec = get_spec(args.model)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    return parse_size(args.size), spec, resolve_weights(spec, args.weights), work
