@@ -32,7 +32,7 @@ from depthport.bench import Entry, time_interleaved
 from depthport.build import build
 from depthport.export.delegation import delegation_report
 from depthport.export.targets import ExportContext, load_all
-from depthport.pipeline import machine, versions
+from depthport.report.provenance import machine, versions
 from depthport.preprocess import to_tensor
 from depthport.quiet import native_stderr_muted
 from depthport.reference import reference_model

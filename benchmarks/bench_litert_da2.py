@@ -34,7 +34,7 @@ from depthport.bench.timing import MEMORY_METHOD
 from depthport.build import build
 from depthport.export.litert import export_tflite
 from depthport.export.targets import ExportContext, load_all
-from depthport.pipeline import machine, versions
+from depthport.report.provenance import machine, versions
 from depthport.preprocess import to_tensor
 from depthport.quiet import native_stderr_muted
 from depthport.reference import reference_model

@@ -33,7 +33,7 @@ from depthport.build import build
 from depthport.export.litert import tflite_entry
 from depthport.export.litert_variants import int8_recipe, quantize
 from depthport.export.targets import ExportContext, load_all
-from depthport.pipeline import machine, versions
+from depthport.report.provenance import machine, versions
 from depthport.preprocess import to_tensor
 from depthport.quiet import native_stderr_muted
 from depthport.reference import reference_model

@@ -1,5 +1,7 @@
 """Small shared test utilities (tests/ is on sys.path under pytest's default import mode)."""
 
+import os
+
 import numpy as np
 import torch
 
@@ -18,13 +20,36 @@ def image_batch(hw, seed=0) -> torch.Tensor:
     return torch.nn.functional.interpolate(coarse, size=hw, mode="bilinear", align_corners=False) * 1.5
 
 
-def vulkan_or_skip():
-    """The Vulkan setup for the LiteRT GPU accelerator (SwiftShader here), or skip the calling test."""
+def must_run() -> bool:
+    """Under CI (CI=true) or with DEPTHPORT_REQUIRE_GPU=1, accelerator and reference tests may not skip."""
+    truthy = ("1", "true", "yes")
+    return os.environ.get("CI", "").lower() in truthy or os.environ.get("DEPTHPORT_REQUIRE_GPU", "") in truthy
+
+
+def skip_or_fail(reason: str):
+    """Skip the calling test, or fail it where skipping is not allowed (``must_run``)."""
     import pytest
 
+    if must_run():
+        pytest.fail(f"{reason} (CI=true or DEPTHPORT_REQUIRE_GPU=1: this test may not be skipped)")
+    pytest.skip(reason)
+
+
+def vulkan_or_skip():
+    """The Vulkan setup for the LiteRT GPU accelerator (SwiftShader here), or skip the calling test (fail in CI)."""
     from depthport.check.swiftshader import VulkanUnavailable, find_vulkan
 
     try:
         return find_vulkan()
     except VulkanUnavailable as exc:
-        pytest.skip(f"no Vulkan: {exc}")
+        skip_or_fail(f"no Vulkan: {exc}")
+
+
+def import_or_skip(module: str):
+    """``pytest.importorskip`` that fails in CI instead of skipping."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        skip_or_fail(f"{module} is not installed: {exc}")

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -75,8 +79,13 @@ def test_export_step_records_latency_per_artifact(files, tiny_built):
         assert lat["runtime"] == "litert-compiled" and lat["threads"] == 1
         assert 0 < lat["min"] <= lat["median"] <= lat["max"]
         assert lat["rounds"] == step.ROUNDS
+        assert lat["gmac"] > 0 and lat["gmac_per_s"] == pytest.approx(lat["gmac"] * 1e3 / lat["median"])
+        peak = report["bench"]["probe"]["peak_gmac_per_s"]
+        assert lat["pct_of_peak"] == pytest.approx(100 * lat["gmac_per_s"] / peak)
+        assert lat["cpu"].startswith(report["bench"]["machine"]["cpu"])
     assert "error" in report["artifacts"][2]["latency_ms"]
-    assert report["bench"]["threads"] == 1
+    assert report["bench"]["threads"] == 1 and report["bench"]["machine"]["threads"] == 1
+    assert "4 layers instead of 16" in report["bench"]["probe"]["note"]
     skipped = {"artifacts": [artifact_entry(ctx, files[0], "a", precision="fp32")]}
     ctx.options["skip"] = {"bench"}
     step.apply(ctx, skipped)
@@ -92,7 +101,7 @@ def test_peak_memory_in_a_child_process(files):
 def test_cli_times_files_and_torch_and_writes_json(files, tmp_path, capsys):
     out = tmp_path / "bench.json"
     args = ["bench", *map(str, files), "--threads", "1", "--rounds", "2", "--iters", "1", "--warmup", "1",
-            "--api", "both", "--torch", "da2-tiny", "--no-memory", "--json", str(out)]
+            "--api", "both", "--torch", "da2-tiny", "--no-memory", "--no-probe", "--json", str(out)]
     assert main(args) == 0
     result = json.loads(out.read_text())
     labels = [r["label"] for r in result["results"]]
@@ -100,6 +109,8 @@ def test_cli_times_files_and_torch_and_writes_json(files, tmp_path, capsys):
                       "b.tflite [interpreter]", "torch eager (da2-tiny, upstream)"]
     assert result["results"][0]["ratio"]["median"] == 1.0
     assert result["machine"]["cores"] >= 1 and "ai-edge-litert" in result["versions"]
+    assert result["probe"] == {"skipped": "--no-probe"}
+    assert all(r["gmac"] > 0 and r["pct_of_peak"] is None for r in result["results"])
     assert "latency, 1 threads" in capsys.readouterr().out
 
 
@@ -110,3 +121,62 @@ def test_cli_bad_input_exits_2(tmp_path, capsys):
     assert "unsupported model file" in capsys.readouterr().err
     assert main(["bench", str(tmp_path / "missing.tflite")]) == 2
     assert main(["bench", "--torch", "da2-tiny"]) == 2
+
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load_device_run():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("device_run", BENCHMARKS / "device_run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_device_run_script_small_mode(tmp_path):
+    """benchmarks/device_run.sh --small with this venv: tiny files, CPU at 1 and 2 threads with the probe; the
+    GPU part runs only where nvidia-smi finds a GPU."""
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable}
+    proc = subprocess.run(["bash", str(BENCHMARKS / "device_run.sh"), "--small", "--no-install"], env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert {k: v["status"] for k, v in summary["steps"].items() if k != "gpu"} == {
+        "environment": "ok", "files": "ok", "cpu": "ok"}
+    assert summary["environment"]["machine"]["isa"] and summary["exit_codes"] == {"export": 0, "plain": 0}
+    if not summary["environment"]["gpu_present"]:
+        assert summary["steps"]["gpu"]["status"].startswith("skipped")
+    assert all(summary["files"][k] for k in ("plain", "fp32", "int8"))
+    assert [t["threads"] for t in summary["cpu"]] == [1, 2]
+    for t in summary["cpu"]:
+        assert [f["label"] for f in t["files"]] == ["plain", "fp32", "int8"]
+        for f in t["files"]:
+            assert f["gmac"] > 0 and f["pct_of_peak"] == pytest.approx(
+                100 * f["gmac_per_s"] / t["probe"]["peak_gmac_per_s"])
+        assert set(t["probe"]["int8_gain"]) == {"int8_dynamic", "int8_static"}
+    table = (out / "summary.md").read_text()
+    assert "| 1 |" in table and "| 2 |" in table and "INT8 gain" in table
+
+
+@pytest.mark.gpu
+def test_device_run_gpu_step_on_swiftshader(tiny_tflite, tmp_path, monkeypatch):
+    """The device run's GPU step, here on SwiftShader: each precision runs fully on the LiteRT GPU accelerator in
+    its own child, and is compared with the CPU and with the FP16-compute prediction."""
+    from helpers import vulkan_or_skip
+
+    for key, value in vulkan_or_skip().env().items():
+        monkeypatch.setenv(key, value)
+    device_run = load_device_run()
+    run = device_run.Run(tmp_path, 600, "small")
+    run.summary["fp16_compute"] = {"rel_l2": 1.5e-3}
+    rows = device_run.gpu_runs(run, {"fp32": tiny_tflite}, device_run.CONFIGS["small"])
+    assert [(r["file"], r["gpu_precision"]) for r in rows] == [("fp32", "fp32"), ("fp32", "fp16")]
+    for row in rows:
+        assert row["ok"], row.get("error")
+        assert row["median_ms"] > 0 and row["rel_l2_vs_cpu_same_file"] == row["rel_l2_vs_cpu_fp32_file"]
+    assert rows[0]["rel_l2_vs_cpu_same_file"] < 1e-4 and rows[1]["rel_l2_vs_cpu_same_file"] < 1e-2
+    assert rows[1]["predicted_fp16_compute_rel_l2"] == 1.5e-3 and rows[0]["predicted_fp16_compute_rel_l2"] is None
+    assert "| fp32 | fp16 |" in device_run.markdown(run.summary)

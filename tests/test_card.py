@@ -47,7 +47,8 @@ def test_card_regenerates_from_report(export_dir, capsys):
 def test_card_lists_builds_that_did_not_earn_a_slot(export_dir):
     report = json.loads((export_dir / "report.json").read_text())
     failed = dict(report["artifacts"][0], file="x_int8.tflite", target="litert-int8", shipped=False,
-                  gate={"passed": False, "reasons": ["delta125_worst 0.95 < 0.99"]},
+                  gate={"passed": False, "reasons": ["delta125_worst 0.95 < 0.99"]}, status="not shipped",
+                  status_reason="parity: FAIL: delta125_worst 0.95 < 0.99",
                   parity={"pearson_worst": 0.97, "rel_l2_pooled": 0.05, "delta125_worst": 0.95})
     report["artifacts"].append(failed)
     text = render(report)

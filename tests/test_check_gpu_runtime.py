@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
 from depthport.check import check_tflite, parse_rejected_ops, run_gpu_check
-from depthport.check.swiftshader import SYSTEM_CHROMIUM, ICD_NAME
 
-from helpers import vulkan_or_skip
+from helpers import skip_or_fail, vulkan_or_skip
 from test_check_static import IMAGE, ConvBlock, export, lazy_graphs
 
 GPU_GRAPHS = ("conv", "expand", "index", "softmax_constant", "where_broadcast", "linear_add")
@@ -29,7 +29,7 @@ def clean_runtime(graphs):
     vulkan_or_skip()
     runtime = run_gpu_check(graphs("conv"), timeout=120)
     if runtime["fully_delegated"] is None and runtime["note"].startswith("no Vulkan"):
-        pytest.skip(f"SwiftShader/Vulkan unavailable: {runtime['note']}")
+        skip_or_fail(f"SwiftShader/Vulkan unavailable: {runtime['note']}")
     return runtime
 
 
@@ -110,16 +110,45 @@ def test_vulkan_without_driver_gives_reason(graphs, clean_runtime, monkeypatch, 
     assert runtime["note"].startswith("no Vulkan adapter")
 
 
-def test_missing_swiftshader_gives_reason(graphs, monkeypatch, tmp_path):
-    if (SYSTEM_CHROMIUM / ICD_NAME).exists():
-        pytest.skip("a system Chromium SwiftShader is installed")
+def hide_swiftshader(monkeypatch, folder):
+    """No SwiftShader anywhere depthport looks (an empty cache folder, no system Chromium)."""
+    import depthport.check.swiftshader as swiftshader
+
     monkeypatch.delenv("VK_ICD_FILENAMES", raising=False)
     monkeypatch.delenv("VK_DRIVER_FILES", raising=False)
-    monkeypatch.setenv("DEPTHPORT_SWIFTSHADER_DIR", str(tmp_path))
+    monkeypatch.setenv("DEPTHPORT_SWIFTSHADER_DIR", str(folder))
+    monkeypatch.setattr(swiftshader, "SYSTEM_CHROMIUM", folder / "no-chromium")
+
+
+def test_missing_swiftshader_is_not_measured_never_clean(graphs, monkeypatch, tmp_path):
+    hide_swiftshader(monkeypatch, tmp_path)
     result = check_tflite(graphs("conv"), run_gpu=True)
     assert result["runtime"]["fully_delegated"] is None
     assert result["runtime"]["note"].startswith("no Vulkan device available")
-    assert result["gpu_clean"] is True
+    assert result["static"]["state"] == "pass"
+    assert result["runtime_verdict"]["state"] == "not measured" and result["runtime_verdict"]["cause"] == "could not run"
+    assert result["verdict"]["state"] == "not measured" and result["gpu_clean"] is None
+
+
+def test_check_cli_exit_status_says_could_not_check(graphs, tmp_path):
+    """0 clean, 1 not clean, 2 could not check: a missing device is never a pass."""
+    env = {**os.environ, "DEPTHPORT_SWIFTSHADER_DIR": str(tmp_path), "VK_ICD_FILENAMES": "", "VK_DRIVER_FILES": ""}
+    cmd = [sys.executable, "-c", "import sys, depthport.check.swiftshader as s, pathlib; "
+           f"s.SYSTEM_CHROMIUM = pathlib.Path({str(tmp_path / 'none')!r}); "
+           "from depthport.check.cli import main; sys.exit(main(sys.argv[1:]))"]
+    clean = subprocess.run(cmd + [str(graphs("conv")), "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert clean.returncode == 0 and json.loads(clean.stdout)["outcome"] == "clean"
+    dirty = subprocess.run(cmd + [str(graphs("expand")), "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert dirty.returncode == 1 and json.loads(dirty.stdout)["outcome"] == "not clean"
+    none = subprocess.run(cmd + [str(graphs("conv")), "--run-gpu", "--json"], capture_output=True, text=True, env=env,
+                          timeout=120)
+    result = json.loads(none.stdout)
+    assert none.returncode == 2 and result["outcome"] == "could not check" and result["gpu_clean"] is None
+    assert "no Vulkan device available" in result["verdict"]["reasons"][0]
+    bad = tmp_path / "bad.tflite"
+    bad.write_bytes(b"\0" * 64)
+    broken = subprocess.run(cmd + [str(bad), "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert broken.returncode == 2 and json.loads(broken.stdout)["outcome"] == "could not check"
 
 
 def test_parse_rejected_ops():

@@ -98,8 +98,11 @@ def test_gpu_target_that_is_not_gpu_clean_fails_loudly(tmp_path, capsys, monkeyp
     out = tmp_path / "out"
     rc = main(["export", "da2-tiny", "--size", "56x70", "--out", str(out), "--skip", "ledger,verify,bench,report,card"])
     err = capsys.readouterr().err
-    assert rc == 1 and "is not GPU-clean" in err and "TRANSPOSE_CONV" in err
-    assert not out.exists()
+    assert rc == 1 and "litert-fp32 (not-shipped/da2_tiny_fp32.tflite) not shipped" in err and "TRANSPOSE_CONV" in err
+    report = json.loads((out / "report.json").read_text())
+    [art] = report["artifacts"]
+    assert art["status"] == "not shipped" and art["checks"]["gpu_static"]["state"] == "fail"
+    assert (out / "not-shipped" / "da2_tiny_fp32.tflite").is_file() and not (out / "da2_tiny_fp32.tflite").exists()
 
 
 def test_gpu_options_reject_what_cannot_run_on_the_gpu(exported, tmp_path, capsys):

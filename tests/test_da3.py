@@ -13,6 +13,7 @@ from depthport.preprocess import da3_resize, da3_size
 from depthport.registry import get_spec
 from depthport.weights import CheckpointMismatch
 from depthport.weights.keymaps_da3 import OFFICIAL_DA3
+from helpers import import_or_skip
 
 SPEC = get_spec("da3-tiny")
 HW = (70, 42)  # a 5x3 patch grid: the 4x4 position grid is resampled, RoPE positions are not square
@@ -36,7 +37,7 @@ def weights():
 
 @pytest.fixture(scope="module")
 def official(weights):
-    pytest.importorskip("depth_anything_3.cfg")
+    import_or_skip("depth_anything_3.cfg")
     from depthport.reference import reference_model
 
     return reference_model(SPEC, weights)
@@ -70,7 +71,7 @@ def test_random_weights_give_a_spread_depth(weights):
 
 
 def test_rope_matches_official_positions_and_rotation():
-    pytest.importorskip("depth_anything_3.cfg")
+    import_or_skip("depth_anything_3.cfg")
     from depth_anything_3.model.dinov2.layers.rope import PositionGetter, RotaryPositionEmbedding2D
 
     from depthport.models.rope import RopeTables, token_positions
@@ -196,7 +197,7 @@ def test_export_runs_like_eager(tflite):
 
 
 def test_head_position_embedding_is_the_official_one():
-    pytest.importorskip("depth_anything_3.cfg")
+    import_or_skip("depth_anything_3.cfg")
     from depth_anything_3.model.utils.head_utils import create_uv_grid, position_grid_to_embed
 
     from depthport.models.dualdpt import PosEmbed2D

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
+import signal
 import sys
 from pathlib import Path
 
 from . import quiet  # noqa: F401  (sets native log levels before any runtime loads)
+from .argtypes import thread_count
 from .preprocess import InputError, parse_size, size_from_aspect
 from .runtimes.litert_gpu import add_accelerator_args
 
@@ -52,55 +55,87 @@ def export_size(args, default_hw: tuple[int, int]) -> tuple[int, int]:
 
 
 def _export(args) -> int:
-    from .pipeline import ExportRequest, clean_partial, command_line, parse_targets, run_export
+    from .outdir import require_folder
+    from .pipeline import ExportRequest, command_line, parse_targets, run_export
     from .quiet import native_stderr_muted
     from .registry import get_spec
 
     if args.verbose:
         os.environ["DEPTHPORT_VERBOSE"] = "1"
     spec = get_spec(args.model)
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     req = ExportRequest(args.model, args.weights, export_size(args, spec.default_hw), Path(args.out),
                         parse_targets(args.targets), args.resize, args.fold_normalization, args.pos_embed,
                         command_line(), fp16_safe_norm=args.fp16_safe_norm,
-                        options={"images": args.images, "threads": args.threads,
-                                                 "skip": {s.strip() for s in args.skip.split(",") if s.strip()},
-                                                 "gates": args.gate, "reference_fp64": args.fp64,
-                                                 "run_gpu": args.run_gpu})
+                        options={"images": args.images, "threads": args.threads, "skip": skip,
+                                 "gates": args.gate, "no_fp64": args.no_fp64, "run_gpu": args.run_gpu})
     from .verify.gates import thresholds
     from .verify.images import image_set
 
     thresholds(args.gate)
     if args.images:
         image_set(args.images)
-    existed = req.out_dir.exists()
-    try:
-        with console(stderr=True).status("exporting") as status, native_stderr_muted(not args.verbose):
-            report = run_export(req, progress=lambda msg: status.update(msg))
-    except BaseException:
-        clean_partial(req.out_dir, existed)
-        raise
+    require_folder(req.out_dir)
+    if "verify" in skip:
+        console(stderr=True).print("[yellow]--skip verify: parity is not measured; every file is UNVERIFIED[/]")
+    with terminate_as_interrupt(), console(stderr=True).status("exporting") as status, \
+            native_stderr_muted(not args.verbose):
+        report = run_export(req, progress=lambda msg: status.update(msg))
     _summary(report, req.out_dir)
-    return 0
+    return export_exit_status(report)
+
+
+def export_exit_status(report: dict) -> int:
+    """0 when every requested target shipped (or is unverified only because a check was skipped on request);
+    otherwise 1, with one line per target on stderr naming why."""
+    from .report.schema import SHIPPED, UNVERIFIED, skipped_only
+
+    bad = [a for a in report["artifacts"]
+           if a["status"] != SHIPPED and not (a["status"] == UNVERIFIED and skipped_only(a))]
+    for art in bad:
+        print(f"depthport export: {art['target']} ({art['file']}) {art['status']}: {art['status_reason']}",
+              file=sys.stderr)
+    return 1 if bad else 0
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt in the block, so a terminated export cleans up like Ctrl-C."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _summary(report: dict, out_dir: Path) -> None:
     from rich.table import Table
 
+    from .report.schema import verdict_of
+
     out = console()
     if report.get("random_weights"):
         out.print("[bold red]RANDOM WEIGHTS: these files are for dry runs; their depth means nothing.[/]")
     table = Table(title=f"{report['model']} -> {out_dir}")
-    for col in ("file", "target", "MB", "ops", "max rank", "GPU clean"):
-        table.add_column(col)
+    for col in ("file", "target", "MB", "ops", "status", "parity", "GPU static", "GPU runtime", "why"):
+        table.add_column(col, overflow="fold")
+    style = {"shipped": "green", "unverified": "yellow", "not shipped": "red"}
     for a in report["artifacts"]:
-        gpu = a.get("gpu_check", {}).get("gpu_clean")
+        cells = []
+        for check in ("parity", "gpu_static", "gpu_runtime"):
+            v = verdict_of(a, check)
+            cells.append("-" if v is None else ("pass" if v.ok else v.state.upper() if v.state == "fail" else v.state))
+        why = "" if a["status"] == "shipped" else a["status_reason"]
         table.add_row(a["file"], a["target"], f"{a['bytes'] / 1e6:.1f}", str(a.get("op_count", "-")),
-                      str(a.get("max_tensor_rank", "-")), "-" if gpu is None else ("yes" if gpu else "NO"))
+                      f"[{style[a['status']]}]{a['status']}[/]", *cells, why)
     out.print(table)
 
 
 def _predict(args) -> int:
-    from .predict import predict
+    from .predict import export_report, predict
     from .quiet import native_stderr_muted
 
     from .runtimes.litert_gpu import accelerator_options
@@ -111,6 +146,9 @@ def _predict(args) -> int:
                         **accel)
     console().print(f"wrote {args.output}" + (f" and {args.npy}" if args.npy else "")
                     + f": depth {depth.shape[0]}x{depth.shape[1]}, range {depth.min():.4g}..{depth.max():.4g}")
+    if export_report(Path(args.file)).get("random_weights"):
+        console(stderr=True).print("[bold red]RANDOM WEIGHTS: this file was exported from random weights; "
+                                   "its depth means nothing[/]")
     return 0
 
 
@@ -138,11 +176,13 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     p.add_argument("--pos-embed", choices=["official", "transformers"],
                    help="position-embedding resampling formula (default: the checkpoint source's)")
     p.add_argument("--images", help="folder of images for parity checks (default: scikit-image's natural images)")
-    p.add_argument("--threads", type=int, default=2, help="CPU threads for verification and timing")
+    p.add_argument("--threads", type=thread_count, default=2, help="CPU threads for verification and timing")
     p.add_argument("--skip", default="", help="comma-separated steps to skip: ledger, verify, bench, report, card")
     p.add_argument("--gate", action="append", default=[], metavar="PRECISION.METRIC=VALUE",
                    help="override a parity gate, e.g. fp32.pearson=0.9999 or int8.delta125=0.99 (repeatable)")
-    p.add_argument("--fp64", action="store_true", help="also compare against the reference run in float64")
+    p.add_argument("--no-fp64", action="store_true",
+                   help="skip the float64 reference (FP32 files are then unverified: their gate compares the file's "
+                        "error against float64 with upstream FP32's own)")
     p.add_argument("--fp16-safe-norm", action="store_true",
                    help="add the fp16_safe_norm rewrite: norms computed on x/k, exact in FP32, finite in FP16 for 16x "
                         "larger activations (for files a GPU may run in FP16)")
@@ -158,7 +198,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     p.add_argument("-o", "--output", default="depth.png")
     p.add_argument("--npy", help="also write the raw depth as .npy")
     p.add_argument("--letterbox", action="store_true", help="pad to the model's aspect instead of stretching")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=thread_count, default=2, help="CPU threads (at least 1)")
     add_accelerator_args(p)
     p.add_argument("-v", "--verbose", action="store_true")
     handlers["predict"] = _predict
@@ -178,7 +218,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
 def _known_errors() -> tuple[type[BaseException], ...]:
     from .weights import WeightsError
 
-    errors: list[type[BaseException]] = [InputError, WeightsError, FileNotFoundError]
+    from .report.schema import ReportError
+
+    errors: list[type[BaseException]] = [InputError, WeightsError, FileNotFoundError, ReportError,
+                                         # OS errors on paths the user gave (an output under a file, a folder
+                                         # given as a file, a folder that may not be written)
+                                         PermissionError, NotADirectoryError, IsADirectoryError]
     try:
         from .check.tflite_graph import TfliteReadError
 
@@ -199,14 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"depthport {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print(f"depthport {args.command}: interrupted; nothing was written", file=sys.stderr)
         return 130
-    except RuntimeError as exc:
-        from .pipeline import GpuCheckFailed
-
-        if not isinstance(exc, GpuCheckFailed) or args.debug:
-            raise
-        print(f"depthport {args.command}: error: {exc}", file=sys.stderr)
-        return 1
 
 
 def entry() -> None:

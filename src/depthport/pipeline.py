@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import platform
-import shlex
-import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__
 from .atomic import write_text
 from .build import build
 from .export.targets import ExportContext, load_all
+from .outdir import require_folder, staged, written
 from .preprocess import InputError
 from .registry import get_spec
+from .report.provenance import command_line, machine, versions
+from .report.schema import dumps
 from .rewrites import default_rewrites
 
 
@@ -52,22 +49,6 @@ def post_steps() -> list:
     return steps
 
 
-# Targets whose file is meant for the mobile GPU: a GPU-check error stops the export.
-GPU_TARGETS = ("litert-fp32", "litert-fp16")
-
-
-class GpuCheckFailed(RuntimeError):
-    """A GPU target's file would not run (correctly) on the mobile GPU."""
-
-
-def require_gpu_clean(artifacts: list[dict]) -> None:
-    for art in artifacts:
-        check = art.get("gpu_check") or {}
-        if art["target"] in GPU_TARGETS and check.get("gpu_clean") is False:
-            errors = sorted({f"{v['op']} ({v['rule']})" for v in check.get("violations", []) if v["severity"] == "error"})
-            raise GpuCheckFailed(f"{art['file']} is not GPU-clean: {', '.join(errors)}; see `depthport check {art['file']}`")
-
-
 def parse_targets(text: str) -> list[str]:
     known = load_all()
     names = [t.strip() for t in text.split(",") if t.strip()]
@@ -77,33 +58,6 @@ def parse_targets(text: str) -> list[str]:
     if unknown:
         raise InputError(f"unknown target(s) {', '.join(unknown)}; available: {', '.join(sorted(known))}")
     return names
-
-
-def versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": platform.python_version(), "depthport": __version__}
-    for pkg in ("torch", "litert-torch", "ai-edge-litert", "ai-edge-quantizer", "executorch", "onnxruntime",
-                "transformers"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            pass
-    return out
-
-
-def machine() -> dict[str, str | int]:
-    import os
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count() or 0, "os": platform.platform()}
 
 
 def rewrite_ledger(spec, built, req: ExportRequest, names: list[str]) -> list[dict]:
@@ -125,30 +79,50 @@ def rewrite_ledger(spec, built, req: ExportRequest, names: list[str]) -> list[di
 
 
 def run_export(req: ExportRequest, progress=None) -> dict:
-    """Export every requested target into ``req.out_dir`` and write report.json; returns the report."""
+    """Export every requested target into ``req.out_dir`` (staged beside it, moved into place at the end) and
+    write report.json; returns the report."""
     spec = get_spec(req.model)
+    require_folder(req.out_dir)
     targets = load_all()
     step = progress or (lambda msg: None)
     step(f"building {spec.id} at {req.input_hw[0]}x{req.input_hw[1]}")
     names = default_rewrites(req.resize, req.fold_normalization, req.fp16_safe_norm)
     built = build(spec, req.input_hw, req.weights, rewrites=names, pos_formula=req.pos_formula)
-    req.out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = ExportContext(built, req.out_dir, spec.id.replace("-", "_"), options=dict(req.options))
+    with staged(req.out_dir) as staging:
+        report = _export_into(staging, req, spec, built, names, targets, step)
+        report["written_files"] = written(staging) + ["report.json"]
+        write_text(staging / "report.json", dumps(report))
+    return report
+
+
+def base_model(spec, weights) -> str | None:
+    """The Hub repo the weights came from (the model's published repo for a local checkpoint); None when random."""
+    if weights.random:
+        return None
+    if weights.source.startswith("hf://"):
+        return weights.source.removeprefix("hf://")
+    return spec.hf_repo or spec.official_repo or None
+
+
+def _export_into(folder: Path, req: ExportRequest, spec, built, names: list[str], targets, step) -> dict:
+    ctx = ExportContext(built, folder, spec.id.replace("-", "_"), options=dict(req.options))
     report = {
         "model": spec.id,
         "weights": "random" if built.weights.random else built.weights.source,
         "random_weights": built.weights.random,
         "weights_detail": {"source": built.weights.source, "format": built.weights.format,
                            "revision": built.weights.revision, "licence": spec.licence},
-        "base_model": spec.hf_repo or None,
+        "base_model": base_model(spec, built.weights),
         "input_shape": [1, 3, *req.input_hw],
         "output": spec.output,
+        "output_space": spec.output_space,
         "normalization": "folded (input RGB 0..1)" if req.fold_normalization else "ImageNet mean/std, RGB, x/255",
         "pos_embed_formula": built.pos_formula,
         "rewrites": names,
         "command": req.command,
         "versions": versions(),
         "machine": machine(),
+        "skipped": sorted(ctx.options.get("skip", set())),
         "artifacts": [],
     }
     if "ledger" not in ctx.options.get("skip", set()):
@@ -157,19 +131,9 @@ def run_export(req: ExportRequest, progress=None) -> dict:
     for name in req.targets:
         step(f"exporting {name}")
         report["artifacts"].append(targets[name](ctx))
-    require_gpu_clean(report["artifacts"])
     for module in post_steps():
         step(f"{module.__name__.rsplit('.', 2)[-2]}: {module.__doc__.strip().splitlines()[0] if module.__doc__ else ''}")
         module.apply(ctx, report)
-    write_text(req.out_dir / "report.json", json.dumps(report, indent=2) + "\n")
     return report
 
 
-def command_line() -> str:
-    return shlex.join(["depthport", *sys.argv[1:]])
-
-
-def clean_partial(out_dir: Path, existed: bool) -> None:
-    """After a failed export, remove the output folder if this run created it."""
-    if not existed and out_dir.exists():
-        shutil.rmtree(out_dir, ignore_errors=True)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from .argtypes import check_output_file
 from .atomic import atomic_path
 from .preprocess import InputError, da3_input, load_image, to_tensor
 from .runtimes import load_runner
@@ -40,8 +42,16 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
     """Depth (H, W) at the model's input size; writes a colourised PNG at the image's own size.
 
     ``accelerator="gpu"`` runs a .tflite on the LiteRT GPU accelerator with ``gpu_precision`` compute (FP32
-    unless "fp16" is asked for)."""
+    unless "fp16" is asked for). The output paths are checked before anything runs (an existing folder, or a file
+    where a folder should be, is an InputError); the PNG and the .npy are written together or not at all."""
     model_path = Path(model_path)
+    taken = {model_path.resolve(): "the model file", Path(image_path).resolve(): "the image"}
+    for option, out in (("-o", out_png), ("--npy", out_npy)):
+        if out:
+            key = check_output_file(out, option).resolve()
+            if key in taken:
+                raise InputError(f"{option} {out} would overwrite {taken[key]}; give another file name")
+            taken[key] = f"the {option} file"
     image = load_image(image_path)
     runner = load_runner(model_path, threads=threads, accelerator=accelerator, gpu_precision=gpu_precision)
     if len(runner.input_shape) != 4 or runner.input_shape[1] != 3:
@@ -50,10 +60,11 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
     x = model_input(image, model_path, hw, letterbox)
     depth = np.asarray(runner.run(x)).reshape(hw)
     picture = colorize(depth).resize(image.size, Image.Resampling.BILINEAR)
-    with atomic_path(out_png) as tmp:
-        picture.save(tmp, format="PNG")
-    if out_npy:
-        with atomic_path(out_npy) as tmp:
-            with open(tmp, "wb") as fh:
+    with contextlib.ExitStack() as both:  # both files or neither: each is renamed into place only if all went well
+        png_tmp = both.enter_context(atomic_path(out_png))
+        npy_tmp = both.enter_context(atomic_path(out_npy)) if out_npy else None
+        picture.save(png_tmp, format="PNG")
+        if npy_tmp:
+            with open(npy_tmp, "wb") as fh:
                 np.save(fh, depth.astype(np.float32))
     return depth

@@ -8,13 +8,11 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from .errors import InputError
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 PATCH = 14
-
-
-class InputError(ValueError):
-    """Bad user input: shown as one line, exit status 2."""
 
 
 def parse_size(text: str, multiple: int = PATCH) -> tuple[int, int]:
@@ -48,19 +46,52 @@ def fit_size(image_hw: tuple[int, int], long_side: int, multiple: int = PATCH) -
 
 
 def load_image(path: str | Path) -> Image.Image:
-    """An RGB image; anything unreadable, or not convertible to RGB without guessing, is an InputError."""
+    """An RGB image; a path that is not a readable image, or an image that cannot become RGB without guessing,
+    is an InputError (one line, exit status 2).
+
+    - Transparency (RGBA, LA, PA, premultiplied RGBa/La, and palette or greyscale/RGB images with a transparent
+      colour) is composited onto white: pixels a viewer shows as see-through get one defined colour, whatever
+      colour values the file keeps under alpha 0.
+    - 16-bit and 32-bit greyscale (I;16*, I) and float images (F) are refused with a clear line: how their
+      values map to the model's 8-bit RGB (full range? 12 bits stored in 16? a depth map?) cannot be known
+      without guessing, so they must be converted to 8 bits first.
+    - Greyscale (L, 1), palette, CMYK and YCbCr images are converted to RGB.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"image path {path} is a folder, not an image file")
+    try:
+        empty = path.stat().st_size == 0
+    except FileNotFoundError:
+        raise InputError(f"image not found: {path}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read image {path}: {exc.strerror or exc}") from None
+    if empty:
+        raise InputError(f"cannot read image {path}: the file is empty (0 bytes)")
     try:
         img = Image.open(path)
         img.load()
-    except (FileNotFoundError, IsADirectoryError):
+    except FileNotFoundError:
         raise InputError(f"image not found: {path}") from None
-    except (UnidentifiedImageError, OSError) as exc:
-        raise InputError(f"cannot read image {path}: {exc}") from None
-    if img.mode in ("RGB",):
+    except UnidentifiedImageError:
+        raise InputError(f"cannot read image {path}: not an image format Pillow can read") from None
+    except Exception as exc:  # Pillow's decoders raise OSError, SyntaxError, ValueError, EOFError, struct.error...
+        reason = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        raise InputError(f"cannot read image {path}: {reason}") from None
+    if img.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I", "F"):
+        raise InputError(f"unsupported image mode {img.mode!r} in {path}: a {16 if 'I;16' in img.mode else 32}-bit "
+                         "greyscale image has no defined mapping to 8-bit RGB; convert it to 8 bits first")
+    if (img.mode in ("P", "L", "RGB") and "transparency" in img.info) or img.mode in ("LA", "PA", "La", "RGBa"):
+        img = img.convert("RGBA")
+    if img.mode == "RGBA":
+        white = Image.new("RGBA", img.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, img).convert("RGB")
+    if img.mode == "RGB":
         return img
-    if img.mode in ("RGBA", "LA", "L", "P", "RGBX", "CMYK", "YCbCr"):
+    if img.mode in ("1", "L", "P", "RGBX", "CMYK", "YCbCr"):
         return img.convert("RGB")
-    raise InputError(f"unsupported image mode {img.mode!r} in {path}: expected RGB or greyscale")
+    raise InputError(f"unsupported image mode {img.mode!r} in {path}: expected RGB, 8-bit greyscale or "
+                     "an image with transparency")
 
 
 def to_tensor(img: Image.Image, size_hw: tuple[int, int], normalize: bool = True, letterbox: bool = False,

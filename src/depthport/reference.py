@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from importlib.metadata import version
 
@@ -11,7 +12,7 @@ from torch import nn
 from .models.depth_anything_v2 import CONFIGS
 from .registry import ModelSpec
 from .weights import LoadedWeights
-from .weights.formats import TRANSFORMERS
+from .weights.formats import OFFICIAL, TRANSFORMERS
 
 
 def transformers_config(spec: ModelSpec):
@@ -50,6 +51,52 @@ class TransformersReference(nn.Module):
     @torch.no_grad()
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(pixel_values=x).predicted_depth
+
+
+class OfficialResamplingReference(TransformersReference):
+    """transformers' DepthAnythingForDepthEstimation with Depth-Anything-V2's official pos-embed resampling, (n+0.1)/37;
+    the reference for official ``.pth`` checkpoints (the part before the semicolon is the report's label).
+
+    The official repository's ``depth_anything_v2/dpt.py`` (which holds DepthAnythingV2 and DPTHead) imports OpenCV
+    and torchvision at module level, and no torchvision wheel on the package index imports beside the CPU torch
+    build, so the official class cannot be built here. The network is transformers' (the same DINOv2 + DPT
+    computation, converted by transformers' own script); only this instance's embeddings take the official
+    ``interpolate_pos_encoding``, which differs from transformers' ``size=`` resampling away from the pretraining grid.
+    """
+
+    def __init__(self, spec: ModelSpec, weights: LoadedWeights):
+        super().__init__(spec, weights)
+        embeddings = self.model.backbone.embeddings
+        embeddings.__class__ = _official_resampling(type(embeddings))
+
+
+def _official_resampling(base: type) -> type:
+    """``base`` (transformers' Dinov2Embeddings) with the official DINOv2 ``interpolate_pos_encoding``.
+
+    As in DepthAnything/Depth-Anything-V2 ``dinov2.py``: no resampling at the pretraining grid when the input is
+    square; otherwise the float32 grid is resampled bicubically with ``scale_factor=((h // 14 + 0.1) / sqrt(N),
+    (w // 14 + 0.1) / sqrt(N))`` (interpolate_offset 0.1, no antialias) and cast back to the tokens' dtype.
+    """
+
+    class OfficialResamplingEmbeddings(base):
+        def interpolate_pos_encoding(self, embeddings: torch.Tensor, height: int, width: int) -> torch.Tensor:
+            npatch, n = embeddings.shape[1] - 1, self.position_embeddings.shape[1] - 1
+            if npatch == n and height == width:
+                return self.position_embeddings
+            pos = self.position_embeddings.float()
+            dim, sqrt_n = embeddings.shape[-1], math.sqrt(n)
+            h0, w0 = height // self.patch_size + 0.1, width // self.patch_size + 0.1
+            grid = pos[:, 1:].reshape(1, int(sqrt_n), int(sqrt_n), dim).permute(0, 3, 1, 2)
+            grid = nn.functional.interpolate(grid, scale_factor=(h0 / sqrt_n, w0 / sqrt_n), mode="bicubic",
+                                             antialias=False)
+            if tuple(grid.shape[-2:]) != (int(h0), int(w0)):
+                raise RuntimeError(f"official resampling gave {tuple(grid.shape[-2:])}, expected {(int(h0), int(w0))}")
+            grid = grid.permute(0, 2, 3, 1).reshape(1, -1, dim)
+            return torch.cat((pos[:, :1], grid), dim=1).to(embeddings.dtype)
+
+    name = f"OfficialResampling{base.__name__}"
+    OfficialResamplingEmbeddings.__name__ = OfficialResamplingEmbeddings.__qualname__ = name
+    return OfficialResamplingEmbeddings
 
 
 def _v5_name(key: str) -> str:
@@ -113,7 +160,11 @@ def _official_da3(spec: ModelSpec) -> nn.Module:
 
 
 def reference_model(spec: ModelSpec, weights: LoadedWeights) -> nn.Module:
+    """The upstream code that matches the weights' source: official ``.pth`` checkpoints get the official
+    position-embedding resampling, transformers-format and random weights get transformers as it is."""
     if spec.family == "depth-anything-v2":
+        if weights.format == OFFICIAL.name:
+            return OfficialResamplingReference(spec, weights)
         return TransformersReference(spec, weights)
     if spec.family == "depth-anything-3":
         return OfficialDA3Reference(spec, weights)

@@ -21,6 +21,7 @@ class ModelSpec:
     hidden: bool = False
     pos_formula: str | None = None  # position-embedding resampling fixed by the architecture (else: the weights')
     channel_dim: bool = False  # output [1, 1, H, W] instead of [1, H, W]
+    output_space: str = "inverse depth"  # what the output measures: "inverse depth" (larger = nearer) or "depth"
 
     @property
     def pretrain_hw(self) -> tuple[int, int]:
@@ -44,9 +45,10 @@ MODELS = {
         ModelSpec("da2-tiny", "depth-anything-v2", "tiny", "Apache-2.0", "", "", "", default_hw=(56, 70), hidden=True),
         ModelSpec("da3-small", "depth-anything-3", "small", "Apache-2.0", "", "depth-anything/DA3-SMALL",
                   "model.safetensors", default_hw=(896, 504), output=DA3_OUTPUT, pos_formula="official",
-                  channel_dim=True),
+                  channel_dim=True, output_space="depth"),
         ModelSpec("da3-tiny", "depth-anything-3", "tiny", "Apache-2.0", "", "", "", default_hw=(70, 42),
-                  output=DA3_OUTPUT, hidden=True, pos_formula="official", channel_dim=True),
+                  output=DA3_OUTPUT, hidden=True, pos_formula="official", channel_dim=True,
+                  output_space="depth"),
     ]
 }
 

@@ -1,10 +1,19 @@
-"""bench: a short interleaved latency run of every artifact on the CPU."""
+"""bench: a short interleaved latency run of every artifact on the CPU, with the roofline figures.
+
+Beside each latency: GMAC counted from the file's graph, GMAC/s and % of this machine's FP32 GEMM peak, measured
+by the small GEMM probe (``bench.probe.SMALL``: 4 FULLY_CONNECTED 384<->1536 on 1814 tokens, FP32 only, to keep
+the export fast; ``depthport bench`` runs the full 16-layer chain and the INT8 chains) timed in the same rounds.
+ctx.options["probe"] = False skips the probe.
+"""
 
 from __future__ import annotations
 
 from ..preprocess import InputError
 from ..runtimes import load_runner
 from ..verify.parity import error_text
+from . import roofline
+from .machine import describe, machine_info
+from .probe import SMALL, probe_entries, summarize
 from .timing import METHOD, Entry, sample_input, time_interleaved
 
 ROUNDS, ITERS, WARMUP = 3, 2, 1
@@ -27,9 +36,31 @@ def apply(ctx, report: dict) -> None:
         timed.append(art)
     if not entries:
         return
+    n_files, probe_note = len(entries), _add_probe(ctx, entries, threads)
     records = time_interleaved(entries, rounds=ROUNDS, warmup=WARMUP, iters=ITERS)
-    for art, rec in zip(timed, records):
+    probe = summarize(SMALL, records[n_files:], threads) if len(records) > n_files else None
+    machine = machine_info(threads)
+    cache: dict = {}
+    for art, entry, rec in zip(timed, entries, records):
+        figures = roofline.figures(roofline.entry_macs(entry, cache), rec["median"], probe)
         art["latency_ms"] = {"runtime": rec["runtime"], "threads": threads, "median": rec["median"],
-                             "min": rec["min"], "max": rec["max"], "rounds": ROUNDS, "iters": ITERS}
+                             "min": rec["min"], "max": rec["max"], "rounds": ROUNDS, "iters": ITERS,
+                             "cpu": describe(machine), **figures}
+    if probe:
+        probe["note"] = ("short probe for the export: the FP32 chain only, 4 layers instead of 16; `depthport bench` "
+                         "runs the full chain and the INT8 chains")
     report["bench"] = {"method": METHOD, "threads": threads, "rounds": ROUNDS, "iters": ITERS, "warmup": WARMUP,
-                       "note": "a short run for orientation; use `depthport bench` for figures"}
+                       "note": "a short run for orientation; use `depthport bench` for figures",
+                       "machine": machine, "roofline_method": roofline.METHOD,
+                       "probe": probe or {"skipped": probe_note}}
+
+
+def _add_probe(ctx, entries: list, threads: int) -> str | None:
+    """Append the small FP32 GEMM probe to ``entries``; returns why not when it is skipped or fails."""
+    if ctx.options.get("probe", True) is False:
+        return "ctx.options['probe'] is False"
+    try:
+        entries += probe_entries(SMALL, threads, kinds=("fp32",))
+    except (RuntimeError, ValueError, OSError, ImportError) as exc:
+        return f"probe unavailable: {error_text(exc)}"
+    return None

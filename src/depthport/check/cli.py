@@ -13,8 +13,10 @@ from rich.text import Text
 
 from depthport.check.tflite_graph import TfliteReadError
 from depthport.check.verdict import check_tflite
+from depthport.report.schema import SKIPPED, Verdict
 
-EXIT_CLEAN, EXIT_NOT_CLEAN, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_CLEAN, EXIT_NOT_CLEAN, EXIT_NOT_CHECKED = 0, 1, 2
+OUTCOMES = {True: ("clean", EXIT_CLEAN), False: ("not clean", EXIT_NOT_CLEAN), None: ("could not check", EXIT_NOT_CHECKED)}
 PIPE_WIDTH = 160
 
 
@@ -41,19 +43,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the check; exit 0 clean, 1 not clean, 2 bad input."""
+    """Run the check; exit 0 clean, 1 not clean, 2 could not check (bad file, no device, timeout, crash)."""
     try:
         result = check_tflite(args.file, run_gpu=args.run_gpu, numeric_file=args.numeric_file,
                               compare=not args.no_compare, enforce_f32=not args.allow_fp16,
                               timeout=args.timeout, seed=args.seed)
     except TfliteReadError as exc:
+        if args.json:
+            print(json.dumps({"file": args.file, "outcome": OUTCOMES[None][0], "error": str(exc)}, indent=2))
         print(f"depthport check: {args.file}: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_NOT_CHECKED
+    result["outcome"], code = OUTCOMES[result["gpu_clean"]]
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         render(result, Console(width=None if sys.stdout.isatty() else PIPE_WIDTH))
-    return EXIT_CLEAN if result["gpu_clean"] else EXIT_NOT_CLEAN
+    return code
 
 
 def render(result: dict[str, Any], console: Console) -> None:
@@ -62,10 +67,13 @@ def render(result: dict[str, Any], console: Console) -> None:
         console.print(_violation_table(result["violations"]))
     hist = ", ".join(f"{k} {v}" for k, v in result["op_histogram"].items())
     console.print(Text(f"{result['file']}: {result['op_count']} ops, max rank {result['max_tensor_rank']} ({hist})"))
-    console.print(f"static: {result['error_count']} error(s), {result['warning_count']} warning(s)")
-    console.print(Text(_runtime_line(result["runtime"])))
-    verdict = "[green]GPU clean[/green]" if result["gpu_clean"] else "[red]NOT GPU clean[/red]"
-    console.print(verdict)
+    console.print(Text(f"static: {result['error_count']} error(s), {result['warning_count']} warning(s) -> "
+                       + Verdict.from_dict(result["static"]).text()))
+    console.print(Text(_runtime_line(result["runtime"]) + " -> " + Verdict.from_dict(result["runtime_verdict"]).text()))
+    decided = "the runtime check" if result["runtime_verdict"].get("cause") != SKIPPED else "the static check"
+    style = {True: "green", False: "red", None: "yellow"}[result["gpu_clean"]]
+    label = {True: "GPU clean", False: "NOT GPU clean", None: "GPU verdict not measured"}[result["gpu_clean"]]
+    console.print(Text(f"{label} ({decided} decides): {Verdict.from_dict(result['verdict']).text()}", style=style))
 
 
 def _violation_table(violations: list[dict[str, Any]]) -> Table:

@@ -1,4 +1,4 @@
-"""One verdict per .tflite: static rules plus, optionally, the real GPU accelerator."""
+"""One verdict per .tflite: static rules plus, optionally, the real GPU accelerator, which then decides."""
 
 from __future__ import annotations
 
@@ -6,8 +6,51 @@ from pathlib import Path
 from typing import Any
 
 from depthport.check.gpu_runtime import empty_runtime, run_gpu_check
-from depthport.check.static import check_static, has_errors
+from depthport.check.static import Violation, check_static, has_errors
 from depthport.check.tflite_graph import TfliteReadError, graph_summary, read_graph
+from depthport.report.schema import ERROR, SKIPPED, Verdict
+
+NOT_REQUESTED = "runtime check not run (use --run-gpu)"
+
+
+def static_verdict(violations: list[Violation] | list[dict]) -> Verdict:
+    """Pass when no rule of severity error is broken; warnings are listed with a pass."""
+    items = [v.to_dict() if isinstance(v, Violation) else v for v in violations]
+    errors = [v for v in items if v["severity"] == "error"]
+    figures = {"errors": len(errors), "warnings": len(items) - len(errors)}
+    if errors:
+        first, rules = errors[0], ", ".join(sorted({v["rule"] for v in errors}))
+        return Verdict.failed(f"{len(errors)} static error(s) ({rules}); first: op {first['op_index']} "
+                              f"{first['op']}: {first['detail']}", figures)
+    return Verdict.passed(figures, note=f"{figures['warnings']} warning(s)" if figures["warnings"] else "")
+
+
+def runtime_verdict(runtime: dict[str, Any]) -> Verdict:
+    """The real accelerator's result: refused -> fail; compiled but off tolerance -> fail ("computes wrongly");
+    no verdict (no Vulkan device, timeout, worker crash) -> not measured; not asked for -> not measured
+    (skipped on request)."""
+    figures = {k: runtime.get(k) for k in ("rel_l2_vs_cpu", "pearson_vs_cpu", "shape", "numeric_file", "adapter")
+               if runtime.get(k) is not None}
+    limits = {"rel_l2_vs_cpu": runtime["tolerance"]} if runtime.get("tolerance") is not None else {}
+    if runtime["fully_delegated"] is None:
+        cause = SKIPPED if runtime["note"] == NOT_REQUESTED else ERROR
+        return Verdict.not_measured(runtime["note"], cause, limits)
+    if runtime["fully_delegated"] is False:
+        rejected = ", ".join(f"{r['op']} ({r['reason']})" for r in runtime.get("rejected_ops", []))
+        return Verdict.failed(runtime["note"] + (f"; rejected: {rejected}" if rejected else ""), figures, limits)
+    if runtime["numeric_ok"] is False:
+        return Verdict.failed(f"computes wrongly on the GPU: {runtime['note']}", figures, limits)
+    if runtime["numeric_ok"] is None:
+        return Verdict.passed(figures, limits, "fully delegated; numbers not compared")
+    return Verdict.passed(figures, limits, f"fully delegated, rel L2 vs CPU {runtime['rel_l2_vs_cpu']:.2e}")
+
+
+def gpu_decision(static: Verdict, runtime: Verdict) -> Verdict:
+    """The GPU verdict of a file: the runtime's when it was asked for (it overrides the static one), else the
+    static one."""
+    if runtime.cause == SKIPPED:
+        return static
+    return runtime
 
 
 def check_tflite(path: str | Path, run_gpu: bool = False, numeric_file: str | Path | None = None,
@@ -16,8 +59,9 @@ def check_tflite(path: str | Path, run_gpu: bool = False, numeric_file: str | Pa
     """Check `path` for full mobile-GPU delegation; raises TfliteReadError on bad input.
 
     `numeric_file` is an optional small-shape export of the same model used for the numerical GPU vs
-    CPU run (the delegation verdict is always on `path`). `gpu_clean` is False exactly when a static
-    error is found or the runtime check ran and failed (not fully delegated, or outputs off tolerance).
+    CPU run (the delegation verdict is always on `path`). ``static``, ``runtime_verdict`` and ``verdict``
+    are three-state verdicts; ``verdict`` is the runtime's when the runtime check ran, else the static one.
+    `gpu_clean` mirrors ``verdict``: True (pass), False (fail) or None (not measured).
     """
     graph = read_graph(path)
     if numeric_file is not None:
@@ -30,14 +74,18 @@ def check_tflite(path: str | Path, run_gpu: bool = False, numeric_file: str | Pa
         runtime = run_gpu_check(path, numeric_file=numeric_file, compare=compare, enforce_f32=enforce_f32,
                                 timeout=timeout, seed=seed, rel_l2_tol=rel_l2_tol)
     else:
-        runtime = empty_runtime("runtime check not run (use --run-gpu)")
-    runtime_failed = runtime["fully_delegated"] is False or runtime["numeric_ok"] is False
+        runtime = empty_runtime(NOT_REQUESTED)
+    static, on_gpu = static_verdict(violations), runtime_verdict(runtime)
+    verdict = gpu_decision(static, on_gpu)
     return {
         "file": str(path),
-        "gpu_clean": not has_errors(violations) and not runtime_failed,
+        "gpu_clean": verdict.to_dict()["passed"],
         **graph_summary(graph),
         "error_count": sum(v.severity == "error" for v in violations),
         "warning_count": sum(v.severity == "warning" for v in violations),
         "violations": [v.to_dict() for v in violations],
         "runtime": runtime,
+        "static": static.to_dict(),
+        "runtime_verdict": on_gpu.to_dict(),
+        "verdict": verdict.to_dict(),
     }

@@ -25,7 +25,8 @@ from torch import nn
 from ..atomic import atomic_path
 from ..models.layers import Mlp, Resize, ScaleNorm
 from ..preprocess import InputError
-from .delegation import delegation_report
+from ..report.schema import set_check
+from .delegation import delegation_report, delegation_verdict
 from .targets import ExportContext, artifact_entry, target
 
 
@@ -216,8 +217,10 @@ def _xnnpack(ctx: ExportContext, name: str, precision: str, module: nn.Module, c
     manager, report = lower_xnnpack(module, _sample(ctx))
     path = write_pte(manager, ctx.out_dir / f"{ctx.stem}_{name.replace('-', '_')}.pte")
     ctx.cache[name] = path
-    return artifact_entry(ctx, path, name, precision=precision, runtime="executorch", backend="xnnpack",
-                          delegation=report, backend_form=changes, **extra)
+    entry = artifact_entry(ctx, path, name, precision=precision, runtime="executorch", backend="xnnpack",
+                           delegation=report, backend_form=changes, **extra)
+    set_check(entry, "delegation", delegation_verdict(report, "XNNPACK"), required=True)
+    return entry
 
 
 @target("xnnpack-fp32")
@@ -330,11 +333,13 @@ def coreml(ctx: ExportContext) -> dict:
     path = write_pte(manager, ctx.out_dir / f"{ctx.stem}_coreml.pte")
     package = save_mlpackage(mlmodel, ctx.out_dir / f"{ctx.stem}_coreml.mlpackage")
     ctx.cache["coreml"] = path
-    return artifact_entry(
+    entry = artifact_entry(
         ctx, path, "coreml", precision="fp16", runtime="executorch", backend="coreml", delegation=report,
         backend_form=changes,
         coreml={"compute_precision": "float16", "compute_units": "ALL", "minimum_deployment_target": COREML_TARGET},
         mlpackage={"file": package.name, "bytes": _tree_bytes(package), **mlpackage_summary(mlmodel)},
         runnable_here=False,
         parity_note="Core ML runs only on Apple platforms: parity was not measured on this machine")
+    set_check(entry, "delegation", delegation_verdict(report, "Core ML"), required=True)
+    return entry
 

@@ -41,7 +41,7 @@ def tflite_entry(ctx: ExportContext, path: Path, name: str, **extra) -> dict:
     from ..check.verdict import check_tflite
 
     gpu = check_tflite(path)
-    gpu_check = {k: gpu[k] for k in ("gpu_clean", "violations")}
+    gpu_check = {k: gpu[k] for k in ("gpu_clean", "violations", "static")}
     return artifact_entry(ctx, path, name, **graph_summary(path), gpu_check=gpu_check, **extra)
 
 

@@ -34,8 +34,9 @@ from ..atomic import write_bytes
 from ..fp16.safe import fp16_safe_norm
 from ..fp16.simulate import simulate_fp16
 from ..fp16.weights import cast_constants_fp16, fp16_recipe
+from ..report.schema import SKIPPED, Verdict, set_check
 from . import litert
-from .targets import ExportContext, target
+from .targets import GPU_TARGETS, ExportContext, target
 
 # Ops left in float in the INT8 files, matched against the op's output tensor names (which carry the PyTorch
 # module class):
@@ -177,17 +178,14 @@ def gpu_runtime(ctx: ExportContext, path: Path, variant: Variant | None) -> dict
     return check_tflite(path, run_gpu=True, numeric_file=numeric, rel_l2_tol=tol)["runtime"]
 
 
-def gpu_verdict(entry: dict, runtime: dict | None) -> tuple[bool, str | None]:
-    """(gpu_ok, reason): not for the GPU when the static check has errors or the runtime check failed."""
-    if runtime is not None and (runtime["fully_delegated"] is False or runtime["numeric_ok"] is False):
-        return False, f"GPU runtime: {runtime['note']}"
-    errors = [v for v in entry["gpu_check"]["violations"] if v["severity"] == "error"]
-    if errors:
-        first, rules = errors[0], ", ".join(sorted({v["rule"] for v in errors}))
-        ran = f" (the GPU runtime check passed: {runtime['note']})" if runtime and runtime["fully_delegated"] else ""
-        return False, (f"static GPU check: {len(errors)} error(s) ({rules}); first: op {first['op_index']} "
-                       f"{first['op']}: {first['detail']}{ran}")
-    return True, None
+def gpu_checks(entry: dict, runtime: dict | None) -> tuple[Verdict, Verdict]:
+    """(static, runtime) verdicts of a .tflite entry; the runtime one is "not measured (skipped on request)"
+    when the runtime check was not asked for."""
+    from ..check.gpu_runtime import empty_runtime
+    from ..check.verdict import NOT_REQUESTED, runtime_verdict
+
+    static = Verdict.from_dict(entry["gpu_check"]["static"])
+    return static, runtime_verdict(runtime if runtime is not None else empty_runtime(NOT_REQUESTED))
 
 
 def fp16_compute(ctx: ExportContext) -> dict | None:
@@ -195,16 +193,19 @@ def fp16_compute(ctx: ExportContext) -> dict | None:
     if ctx.options.get("fp16_sim", True) is False:
         return None
     if "fp16_compute" not in ctx.cache:
+        from ..verify.images import image_set
+
         ctx.cache["fp16_compute"] = predict_fp16(ctx.built.model, ctx.built.input_hw,
                                                  normalize="fold_input_normalization" not in ctx.built.rewrites,
-                                                 accumulate=ctx.options.get("fp16_accumulate", "fp16"))
+                                                 accumulate=ctx.options.get("fp16_accumulate", "fp16"),
+                                                 images=image_set(ctx.options.get("images"))[1])
     return ctx.cache["fp16_compute"]
 
 
 def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: bool = True,
-                 accumulate: str = "fp16") -> dict:
-    """FP16-compute prediction on the built-in image (scikit-image's chelsea); when it says FP32 must be
-    enforced, also the prediction with the ``fp16_safe_norm`` rewrite applied."""
+                 accumulate: str = "fp16", images: list | None = None) -> dict:
+    """FP16-compute prediction over ``images`` ([(name, PIL image)], default the built-in chelsea); when it
+    says FP32 must be enforced, also the prediction with the ``fp16_safe_norm`` rewrite applied."""
     import copy
 
     import skimage.data
@@ -212,9 +213,10 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
 
     from ..preprocess import to_tensor
 
-    x = torch.from_numpy(to_tensor(Image.fromarray(skimage.data.chelsea()), input_hw, normalize=normalize))
+    images = images or [("chelsea", Image.fromarray(skimage.data.chelsea()))]
+    x = [torch.from_numpy(to_tensor(img, input_hw, normalize=normalize)) for _, img in images]
     entry = simulate_fp16(model, x, accumulate=accumulate).as_entry()
-    entry["input"] = "scikit-image chelsea"
+    entry["images"] = [name for name, _ in images]
     if entry["needs_enforce_f32"]:
         fixed = copy.deepcopy(model)
         try:
@@ -230,15 +232,43 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
 
 
 def add_gpu_and_fp16(ctx: ExportContext, entry: dict, path: Path, variant: Variant | None) -> dict:
-    """Add gpu_ok/gpu_reason (and gpu_runtime with run_gpu) and fp16_compute to a .tflite entry."""
+    """Add the GPU verdicts (static, and runtime with run_gpu, which then decides) and the FP16-compute
+    prediction to a .tflite entry. The GPU verdict is required for the GPU targets only."""
+    from ..check.verdict import gpu_decision
+
     runtime = gpu_runtime(ctx, path, variant) if ctx.options.get("run_gpu") else None
     if runtime is not None:
         entry["gpu_runtime"] = runtime
-    entry["gpu_ok"], entry["gpu_reason"] = gpu_verdict(entry, runtime)
+    static, on_gpu = gpu_checks(entry, runtime)
+    for_gpu = entry["target"] in GPU_TARGETS
+    set_check(entry, "gpu_static", static, required=for_gpu and runtime is None)
+    set_check(entry, "gpu_runtime", on_gpu, required=for_gpu and runtime is not None)
+    decided = gpu_decision(static, on_gpu)
+    entry["gpu_ok"] = decided.to_dict()["passed"]
+    entry["gpu_reason"] = None if decided.ok else (
+        f"{'GPU runtime' if decided is on_gpu else 'static GPU check'}: {decided.reason}")
     prediction = fp16_compute(ctx)
     if prediction is not None:
         entry["fp16_compute"] = prediction
+    set_check(entry, "fp16_compute", fp16_verdict(prediction), required=False)
     return entry
+
+
+def fp16_verdict(prediction: dict | None) -> Verdict:
+    """Pass when FP16 compute on the GPU is predicted to stay within tolerance of FP32 on every input."""
+    if prediction is None:
+        return Verdict.not_measured("FP16-compute prediction switched off (fp16_sim)", SKIPPED)
+    if "error" in prediction:
+        return Verdict.not_measured(f"FP16-compute prediction failed: {prediction['error']}")
+    figures = {k: prediction.get(k) for k in ("rel_l2", "pearson", "max_abs_fp32", "inputs")}
+    limits = {"rel_l2": prediction.get("tolerance")}
+    if prediction["needs_enforce_f32"]:
+        why = (f"{len(prediction['overflow_layers'])} layer(s) overflow FP16" if prediction.get("overflow_layers")
+               else f"rel L2 vs FP32 {prediction['rel_l2']:.3g} > {prediction.get('tolerance')}")
+        return Verdict.failed(f"FP16 compute is wrong for this model ({why}): the app must enforce FP32",
+                              figures, limits)
+    return Verdict.passed(figures, limits, f"FP16 compute within {prediction.get('tolerance')} "
+                                           f"on {prediction.get('inputs')} image(s)")
 
 
 def export_variant(ctx: ExportContext, variant: Variant) -> dict:

@@ -13,6 +13,8 @@ from typing import Callable
 from ..build import Built
 
 TARGETS: dict[str, Callable[["ExportContext"], dict]] = {}
+# Targets whose file is meant for the mobile GPU: their GPU verdict decides whether they ship.
+GPU_TARGETS = ("litert-fp32", "litert-fp16")
 
 
 @dataclass

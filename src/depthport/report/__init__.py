@@ -1,5 +1,4 @@
-"""Reports: report.html (self-contained) beside report.json; the model card lives in card_step/card_cli."""
+"""Reports: report.json's schema and verdicts (schema), report.html (html), the model card (card, snippets).
 
-from .html import render, write_html
-
-__all__ = ["render", "write_html"]
+May import verify/check results as data only; nothing here imports pipeline or cli.
+"""

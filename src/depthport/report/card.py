@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml
 
 from ..atomic import write_text
+from .schema import NOT_SHIPPED, SHIPPED, read_report, verdict_of
 from .snippets import snippets
 
 HF_LICENSES = {"Apache-2.0": "apache-2.0", "CC-BY-NC-4.0": "cc-by-nc-4.0"}
 TAGS_BY_SUFFIX = {"tflite": ["litert", "tflite"], "pte": ["executorch", "pte"], "onnx": ["onnx"]}
+LIBRARY_BY_SUFFIX = {"tflite": "litert", "pte": "executorch", "onnx": "onnx"}
 
 
 def _fmt(value, spec: str = ".4g", missing: str = "-") -> str:
@@ -39,7 +40,10 @@ def front_matter(report: dict) -> dict:
         tags.append("random-weights")
     meta = {"license": HF_LICENSES.get(detail.get("licence"), "other"), "pipeline_tag": "depth-estimation",
             "tags": tags}
-    if report.get("base_model"):
+    kinds = [art["file"].rsplit(".", 1)[-1] for art in report.get("artifacts", [])]
+    if kinds and kinds[0] in LIBRARY_BY_SUFFIX:
+        meta["library_name"] = LIBRARY_BY_SUFFIX[kinds[0]]
+    if report.get("base_model") and not report.get("random_weights"):
         meta["base_model"] = report["base_model"]
     return meta
 
@@ -50,15 +54,19 @@ def _table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def _gpu(art: dict) -> str:
-    check = art.get("gpu_check")
-    if not check:
-        return "n/a"
-    verdict = "clean" if check.get("gpu_clean") else f"NOT clean ({len(check.get('violations', []))} issues)"
-    runtime = check.get("runtime") or {}
-    if runtime.get("fully_delegated") is not None:
-        verdict += ", fully delegated on the accelerator" if runtime["fully_delegated"] else ", NOT fully delegated"
-    return verdict
+def _verdict(art: dict, check: str) -> str:
+    v = verdict_of(art, check)
+    return "-" if v is None else v.text()
+
+
+def _latency(art: dict, bench: dict) -> str:
+    lat = art.get("latency_ms") or {}
+    if lat.get("median") is None:
+        return lat.get("error") or art.get("parity_note") or "not measured"
+    how = (f"median of {lat.get('rounds', '?')} rounds x {lat.get('iters', '?')} calls, {lat.get('threads')} "
+           f"threads, {lat.get('runtime')}")
+    short = ", short orientation run" if "orientation" in str(bench.get("note", "")) else ""
+    return f"{lat['median']:.1f} ms ({how}{short})"
 
 
 def _delegation(art: dict) -> str:
@@ -71,45 +79,73 @@ def _delegation(art: dict) -> str:
 
 
 def variants_table(report: dict, machine: str) -> str:
+    """Every file written beside the card (shipped, or unverified with why)."""
     rows = []
     for art in report.get("artifacts", []):
-        if art.get("shipped") is False:
+        status = art.get("status", "unverified")
+        if status == NOT_SHIPPED:
             continue
         p = art.get("parity") or {}
-        lat = art.get("latency_ms") or {}
-        latency = (f"{lat['median']:.1f} ms ({lat.get('runtime')}, {lat.get('threads')} threads)"
-                   if lat.get("median") is not None else art.get("parity_note", "-"))
-        rows.append([art["file"], art["target"], f"{art['bytes'] / 1e6:.1f} MB", _fmt(p.get("pearson_worst"), ".6f"),
-                     _fmt(p.get("rel_l2_pooled"), ".3e"), _fmt(p.get("delta125_worst"), ".4f"), latency, _gpu(art),
-                     _delegation(art)])
-    return _table(["file", "target", "size", "Pearson (worst)", "rel. L2 (pooled)", "δ<1.25 (worst)",
-                   f"latency on {machine}", "GPU check", "ExecuTorch delegation"], rows)
+        label = status if status == SHIPPED else f"**UNVERIFIED**: {art.get('status_reason', '')}"
+        rows.append([art["file"], art["target"], label, f"{art['bytes'] / 1e6:.1f} MB", _verdict(art, "parity"),
+                     _fmt(p.get("pearson_worst"), ".6f"), _fmt(p.get("rel_l2_pooled"), ".3e"),
+                     _fmt(p.get("delta125_worst"), ".4f"), _latency(art, report.get("bench") or {}),
+                     _verdict(art, "gpu_static"), _verdict(art, "gpu_runtime"), _delegation(art)])
+    if not rows:
+        return "No file earned a slot."
+    return _table(["file", "target", "status", "size", "parity gate", "Pearson (worst)", "rel. L2 (pooled)",
+                   "δ<1.25 (worst)", f"latency on {machine}", "GPU check (static)", "GPU check (real accelerator)",
+                   "ExecuTorch delegation"], rows)
+
+
+def parity_statement(report: dict) -> str:
+    """What parity was measured against, or that it was not measured (and why)."""
+    measured = [a for a in report.get("artifacts", []) if "pearson_worst" in (a.get("parity") or {})]
+    if not measured:
+        reasons = sorted({_verdict(a, "parity") for a in report.get("artifacts", [])})
+        return "Parity was **not measured** for these files (" + "; ".join(reasons) + ")."
+    text = (f"Parity is against {measured[0]['parity'].get('reference')} on identical preprocessed inputs "
+            f"({len(measured)} of {len(report['artifacts'])} file(s) measured).")
+    for art in measured:
+        p = art["parity"]
+        if p.get("fp64_error_ratio") is not None:
+            text += (f"\n\n**{art['file']}** is {p['vs_reference_fp64']['rel_l2_pooled']:.3g} from the upstream model "
+                     f"computed in float64; upstream PyTorch's own float32 run is {p['upstream_fp32_vs_fp64']:.3g} "
+                     f"from it. The file is {p['fp64_error_ratio']:.3f}x as far from exact as upstream PyTorch "
+                     f"(gate: at most {report.get('gates', {}).get('fp32', {}).get('fp64_error_ratio', '-')}x).")
+    return text
 
 
 def not_shipped(report: dict) -> str:
-    entries = [a for a in report.get("artifacts", []) if a.get("shipped") is False]
+    arts = report.get("artifacts", [])
+    entries = [a for a in arts if a.get("status") == NOT_SHIPPED]
+    unverified = [a for a in arts if a.get("status", "unverified") == "unverified"]
     if not entries:
-        return "Every variant built passed its gates."
+        if unverified:
+            return (f"None failed, but {len(unverified)} of {len(arts)} file(s) are **unverified**: "
+                    + "; ".join(f"{a['file']}: {a.get('status_reason', 'not checked')}" for a in unverified))
+        return "Every variant built passed every check that applies to it."
     rows = []
     for art in entries:
         p = art.get("parity") or {}
-        reasons = "; ".join((art.get("gate") or {}).get("reasons", [])) or art.get("gpu_reason", "-")
         rows.append([art["file"], art["target"], _fmt(p.get("pearson_worst"), ".6f"), _fmt(p.get("rel_l2_pooled"), ".3e"),
-                     _fmt(p.get("delta125_worst"), ".4f"), reasons])
+                     _fmt(p.get("delta125_worst"), ".4f"), art.get("status_reason", "-")])
     return _table(["file", "target", "Pearson (worst)", "rel. L2 (pooled)", "δ<1.25 (worst)", "why"], rows)
 
 
 def fp16_section(report: dict) -> str:
     rows = []
     for art in report.get("artifacts", []):
-        f = art.get("fp16_compute")
-        if f:
-            rows.append([art["file"], _fmt(f.get("rel_l2"), ".3e"), _fmt(f.get("pearson"), ".6f"),
-                         _fmt(f.get("first_bad_layer")), _fmt(f.get("needs_enforce_f32"))])
+        f = art.get("fp16_compute") or {}
+        if verdict_of(art, "fp16_compute") is not None:
+            rows.append([art["file"], _verdict(art, "fp16_compute"), _fmt(f.get("rel_l2"), ".3e"),
+                         _fmt(f.get("pearson"), ".6f"), ", ".join(f.get("images", [])) or "-",
+                         _fmt(f.get("first_bad_layer"))])
     if not rows:
         return "Not measured for these files."
-    return ("Simulated FP16 compute on the CPU (what a mobile GPU does under its default precision policy):\n\n"
-            + _table(["file", "rel. L2 vs FP32", "Pearson vs FP32", "first bad layer", "needs enforce_f32"], rows))
+    return ("Simulated FP16 compute on the CPU (what a mobile GPU does under its default precision policy); "
+            "pass means FP16 compute stays within tolerance of FP32 on every image listed:\n\n"
+            + _table(["file", "FP16 compute", "rel. L2 vs FP32", "Pearson vs FP32", "images", "first bad layer"], rows))
 
 
 def ledger_section(report: dict) -> str:
@@ -149,9 +185,7 @@ def render(report: dict) -> str:
                                      f": {report.get('output')}"]]),
         "\n## Variants\n",
         variants_table(report, machine_name),
-        "\nParity is against the upstream PyTorch reference"
-        + (f" ({report['artifacts'][0].get('parity', {}).get('reference')})" if report.get("artifacts") and
-           report["artifacts"][0].get("parity") else "") + " on identical preprocessed inputs.\n",
+        "\n" + parity_statement(report) + "\n",
         "## Builds that did not earn a slot\n",
         not_shipped(report),
         "\n## GPU precision (FP16 risk)\n",
@@ -169,17 +203,8 @@ def render(report: dict) -> str:
 
 
 def write_card(out_dir: str | Path) -> Path:
-    """Regenerate out_dir/README.md from out_dir/report.json."""
-    from ..preprocess import InputError
-
+    """Regenerate out_dir/README.md from out_dir/report.json (validated against the schema)."""
     out_dir = Path(out_dir)
-    path = out_dir / "report.json"
-    try:
-        report = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"no report.json in {out_dir}: run `depthport export` first") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path} is not valid JSON: {exc}") from None
     card = out_dir / "README.md"
-    write_text(card, render(report))
+    write_text(card, render(read_report(out_dir / "report.json")))
     return card

@@ -19,6 +19,7 @@ from PIL import Image
 
 from ..atomic import write_bytes
 from ..visualize import colorize
+from .schema import FAIL, PASS, Verdict
 
 MAX_SIDE, MIN_SIDE = 512, 192
 CSS = """
@@ -28,7 +29,7 @@ table{border-collapse:collapse;margin:8px 0;font-size:.9em}
 th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}
 th{background:#f4f4f4} td.l,th.l{text-align:left}
 .banner{background:#b00020;color:#fff;font-weight:bold;padding:12px 16px;font-size:1.2em;margin:12px 0}
-.fail{color:#b00020;font-weight:bold} .pass{color:#1b7f1b;font-weight:bold}
+.fail{color:#b00020;font-weight:bold} .pass{color:#1b7f1b;font-weight:bold} .nm{color:#8a6d00;font-weight:bold}
 .grid{display:flex;flex-wrap:wrap;gap:12px} figure{margin:0} figcaption{font-size:.85em;max-width:512px}
 .meta{font-size:.85em;color:#555}
 """
@@ -109,13 +110,20 @@ def figures_section(figures: dict | None) -> str:
             f'<h3>Error maps</h3><div class="grid">{"".join(errors) or "<p>none</p>"}</div>')
 
 
+def verdict_html(entry: dict | None) -> str:
+    """A check's verdict in words: pass, FAIL: why, or not measured: why."""
+    if not entry:
+        return "-"
+    v = Verdict.from_dict(entry)
+    if v.state == PASS:
+        return '<span class="pass">pass</span>' + (f" ({esc(v.reason)})" if v.reasons else "")
+    if v.state == FAIL:
+        return '<span class="fail">FAIL</span>: ' + esc(v.reason)
+    return '<span class="nm">not measured</span>: ' + esc(v.reason)
+
+
 def verdict(art: dict) -> str:
-    gate = art.get("gate")
-    if not gate or gate.get("passed") is None:
-        return esc("; ".join((gate or {}).get("reasons", [])) or "-")
-    if gate["passed"]:
-        return '<span class="pass">pass</span>'
-    return '<span class="fail">FAIL</span>: ' + esc("; ".join(gate["reasons"]))
+    return verdict_html((art.get("checks") or {}).get("parity") or art.get("gate"))
 
 
 def parity_rows(report: dict, key: str | None) -> list[list[str]]:
@@ -125,7 +133,7 @@ def parity_rows(report: dict, key: str | None) -> list[list[str]]:
         if key:
             p = p.get(key) or {}
         if "pearson_worst" not in p:
-            rows.append([esc(a["file"]), esc(a.get("precision", "-")), esc(p.get("error", "not verified"))]
+            rows.append([esc(a["file"]), esc(a.get("precision", "-")), esc(p.get("error") or p.get("not_measured") or "not measured")]
                         + ["-"] * 6 + ([verdict(a)] if not key else []))
             continue
         row = [esc(a["file"]), esc(a.get("precision", "-")), fmt(p["images"]), fmt(p["pearson_worst"], ".7f"),
@@ -162,9 +170,11 @@ def tables_section(report: dict) -> str:
         out.append(f"<h2>Accuracy against ground truth</h2>{warn}<p class=\"meta\">{esc(acc.get('dataset'))}. "
                    f"{esc(acc.get('method', ''))}</p>" + table(["model", "AbsRel", "δ1", "valid pixels"], rows))
     out.append("<h2>Files</h2>" + table(
-        ["file", "target", "precision", "MB", "ops", "max rank", "shipped"],
+        ["file", "target", "precision", "MB", "ops", "max rank", "status", "why"],
         [[esc(a["file"]), esc(a["target"]), esc(a.get("precision", "-")), fmt(a["bytes"] / 1e6, ".1f"),
-          fmt(a.get("op_count")), fmt(a.get("max_tensor_rank")), fmt(a.get("shipped"))] for a in arts], left=3))
+          fmt(a.get("op_count")), fmt(a.get("max_tensor_rank")), esc(a.get("status", "unverified")),
+          esc("" if a.get("status") == "shipped" else a.get("status_reason", "no check ran"))] for a in arts],
+        left=3))
     lat = [a for a in arts if a.get("latency_ms")]
     if lat:
         first = next((a["latency_ms"]["median"] for a in lat if "median" in a["latency_ms"]), None)
@@ -184,12 +194,22 @@ def tables_section(report: dict) -> str:
     if gpu:
         rows = []
         for a in gpu:
-            g = a["gpu_check"]
-            v = g.get("violations") or []
-            rows.append([esc(a["file"]), fmt(g.get("gpu_clean")), fmt(len(v), "d"),
+            v = a["gpu_check"].get("violations") or []
+            checks = a.get("checks") or {}
+            rows.append([esc(a["file"]), verdict_html(checks.get("gpu_static")), verdict_html(checks.get("gpu_runtime")),
+                         verdict_html(checks.get("fp16_compute")), fmt(len(v), "d"),
                          esc("; ".join(_violation_text(x) for x in v[:5]) + (" ..." if len(v) > 5 else ""))])
-        out.append("<h2>GPU delegate check</h2>" + table(["file", "GPU clean", "violations", "first violations"],
-                                                          rows, left=1))
+        out.append("<h2>GPU delegate check</h2><p class=\"meta\">When the real accelerator ran, its verdict decides "
+                   "for the GPU targets; the static verdict is shown beside it.</p>"
+                   + table(["file", "static rules", "real GPU accelerator", "FP16 compute (predicted)", "violations",
+                            "first violations"], rows, left=1))
+    fp32 = [a for a in arts if (a.get("parity") or {}).get("fp64_error_ratio") is not None]
+    if fp32:
+        out.append("<h2>Against float64</h2>" + table(
+            ["file", "file vs float64", "upstream FP32 vs float64", "ratio", "gate"],
+            [[esc(a["file"]), fmt(a["parity"]["vs_reference_fp64"]["rel_l2_pooled"], ".3e"),
+              fmt(a["parity"]["upstream_fp32_vs_fp64"], ".3e"), fmt(a["parity"]["fp64_error_ratio"], ".3f"),
+              fmt((report.get("gates") or {}).get("fp32", {}).get("fp64_error_ratio"))] for a in fp32], left=1))
     if report.get("not_shipped"):
         out.append("<h2>Not shipped</h2><p>These variants did not earn a slot; their files are in "
                    "<code>not-shipped/</code>.</p>" + table(

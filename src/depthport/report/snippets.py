@@ -11,14 +11,33 @@ def _normalized(report: dict) -> bool:
     return "folded" not in report.get("normalization", "")
 
 
+def _meaning(report: dict) -> str:
+    """What the output values are, in words (from the model spec, through report.json)."""
+    return {"depth": "depth up to scale (larger = farther)"}.get(report.get("output_space", ""),
+                                                                 "relative inverse depth (larger = nearer)")
+
+
+def gpu_precision(report: dict, art: dict) -> tuple[str, str]:
+    """("FP32" | "FP16", why): FP16 only when the FP16-compute prediction passed on every verification image."""
+    from .schema import PASS
+
+    check = (art.get("checks") or {}).get("fp16_compute") or {}
+    images = set((art.get("fp16_compute") or {}).get("images", []))
+    verified = set((report.get("verify") or {}).get("images", []))
+    if check.get("state") == PASS and verified and verified <= images:
+        return "FP16", f"FP16 compute was predicted within tolerance on all {len(verified)} verification images"
+    if check.get("state") == PASS:
+        return "FP32", "the FP16-compute prediction did not cover every verification image"
+    why = "; ".join(check.get("reasons", [])) or "the FP16-compute prediction was not measured"
+    return "FP32", f"FP16 compute is not proven safe for this file ({why})"
+
+
 def kotlin_litert(report: dict, art: dict) -> str:
     _, _, h, w = art["input_shape"]
-    fp16 = art.get("fp16_compute") or {}
-    enforce = fp16.get("needs_enforce_f32", art.get("precision") == "fp32")
+    precision, why = gpu_precision(report, art)
     gpu_options = ("CompiledModel.Options(Accelerator.GPU).apply {\n"
-                   "        // the GPU must compute in FP32 for this file (see the FP16 check in this card)\n"
-                   "        gpuOptions = CompiledModel.GpuOptions(precision = CompiledModel.GpuOptions.Precision.FP32)\n    }"
-                   if enforce else "CompiledModel.Options(Accelerator.GPU)")
+                   f"        // GPU precision set explicitly: {precision}, because {why}\n"
+                   f"        gpuOptions = CompiledModel.GpuOptions(precision = CompiledModel.GpuOptions.Precision.{precision})\n    }}")
     norm = (f"        val mean = floatArrayOf({MEAN}); val std = floatArrayOf({STD})\n"
             "        input[c * plane + i] = (rgb[c] / 255f - mean[c]) / std[c]" if _normalized(report)
             else "        input[c * plane + i] = rgb[c] / 255f")
@@ -37,7 +56,7 @@ for (i in 0 until plane) {{
 }}
 inputs[0].writeFloat(input)
 model.run(inputs, outputs)
-val depth = outputs[0].readFloat()   // {h * w} values, row-major: relative inverse depth
+val depth = outputs[0].readFloat()   // {h * w} values, row-major: {_meaning(report)}
 ```"""
 
 
@@ -80,14 +99,19 @@ depth = session.run(None, {{session.get_inputs()[0].name: x}})[0]"""
 
 def swift_executorch(report: dict, art: dict) -> str:
     _, _, h, w = art["input_shape"]
+    backend = art.get("backend", "xnnpack")
+    precision = ("Core ML computes in float16, fixed at export (compute_precision float16)" if backend == "coreml"
+                 else f"XNNPACK on the CPU computes in the file's own precision ({art.get('precision', 'fp32')}); "
+                      "no GPU precision applies")
     return f"""```swift
 // ExecuTorch on iOS: {art['file']} takes [1, 3, {h}, {w}] float32, ImageNet-normalised RGB
+// Precision, stated explicitly: {precision}
 import ExecuTorch
 
 let module = Module(filePath: Bundle.main.path(forResource: "{art['file'].rsplit('.', 1)[0]}", ofType: "pte")!)
 try module.load("forward")
 let input = Tensor<Float>(pixels, shape: [1, 3, {h}, {w}])   // pixels: (rgb / 255 - mean) / std, planar RGB
-let depth = try Tensor<Float>(module.forward(input))           // {art['output_shape']}: relative inverse depth
+let depth = try Tensor<Float>(module.forward(input))           // {art['output_shape']}: {_meaning(report)}
 ```"""
 
 
@@ -95,7 +119,7 @@ def snippets(report: dict) -> list[tuple[str, str]]:
     """(title, markdown code block) for each shipped file kind: one per runtime, the first file of each."""
     out, seen = [], set()
     for art in report.get("artifacts", []):
-        if art.get("shipped") is False:
+        if art.get("status", "unverified") == "not shipped":
             continue
         kind = art["file"].rsplit(".", 1)[-1]
         if kind in seen:

@@ -21,7 +21,8 @@ _BY_SUFFIX = {
 
 
 def load_runner(path: str | Path, accelerator: str = "cpu", gpu_precision: str = "fp32", **options) -> Runner:
-    """The runner for an exported file, chosen by its extension.
+    """The runner for an exported file, chosen by its extension, after ``validate.validate_model_file`` has
+    checked the file (an InputError, never a native crash, for an empty, truncated or foreign file).
 
     ``accelerator="gpu"`` runs a .tflite on the LiteRT GPU accelerator (every op on the GPU, or an error) with
     the explicit ``gpu_precision``: FP32 compute unless "fp16" is asked for (see ``runtimes.litert_gpu``).
@@ -31,13 +32,18 @@ def load_runner(path: str | Path, accelerator: str = "cpu", gpu_precision: str =
     from ..preprocess import InputError
 
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"model path {path} is a folder, not a model file")
     if not path.is_file():
         raise InputError(f"model file not found: {path}")
     if path.suffix not in _BY_SUFFIX:
         raise InputError(f"unsupported model file {path.name}: expected one of {', '.join(_BY_SUFFIX)}")
+    if accelerator != "cpu" and path.suffix != ".tflite":
+        raise InputError(f"--accelerator {accelerator} runs .tflite files only, not {path.name}")
+    from .validate import validate_model_file
+
+    validate_model_file(path)  # a native runtime may crash on a bad file: check it in Python first
     if accelerator != "cpu":
-        if path.suffix != ".tflite":
-            raise InputError(f"--accelerator {accelerator} runs .tflite files only, not {path.name}")
         from .litert_gpu import LiteRTGpuRunner
 
         options.pop("api", None)

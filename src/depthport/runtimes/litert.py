@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -9,18 +10,32 @@ import numpy as np
 from ..preprocess import InputError
 
 
+def litert_reason(exc: BaseException) -> str:
+    """The telling line of a LiteRT error, whose text nests "ERROR: [file:line]" / "└ ..." lines, cause last."""
+    raw = [line.strip("└ \t") for line in str(exc).splitlines() if line.strip("└ \t")]
+    text = [line for line in (re.sub(r"^ERROR: \[[^\]]*\]", "", r).strip() for r in raw) if line]
+    return text[-1] if text else raw[-1] if raw else type(exc).__name__  # else the innermost source location
+
+
 class LiteRTRunner:
     runtime = "litert"
 
     def __init__(self, path: str | Path, threads: int = 2, api: str = "compiled"):
         self.path, self.threads, self.api = Path(path), threads, api
+        error = None
         try:
             if api == "compiled":
                 self._init_compiled()
             else:
                 self._init_interpreter()
         except (ValueError, RuntimeError) as exc:
-            raise InputError(f"LiteRT cannot load {self.path.name}: {str(exc).splitlines()[0]}") from None
+            error = f"LiteRT cannot load {self.path.name}: {litert_reason(exc)}"
+        if error:
+            # Raised outside the except block, so that the failed load's frames (and LiteRT's environment, which
+            # logs "DestroyAccelerator" lines when freed) go now, while the caller still mutes native stderr.
+            for name in ("_model", "_inputs", "_outputs", "_interp", "_runner"):
+                self.__dict__.pop(name, None)
+            raise InputError(error)
         self.runtime = f"litert-{api}"
 
     def _init_interpreter(self) -> None:

@@ -6,7 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..preprocess import InputError
+from ..argtypes import thread_count
+from ..errors import InputError, MissingDependency
 
 
 def add_parser(subparsers):
@@ -19,11 +20,12 @@ def add_parser(subparsers):
     p.add_argument("--precision", choices=["fp32", "fp16", "int8"], help="gate to apply (default: from report.json)")
     p.add_argument("--gate", action="append", default=[], metavar="PREC.METRIC=VALUE",
                    help="override a threshold, e.g. fp32.pearson=0.9999 (repeatable)")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=thread_count, default=2, help="CPU threads (at least 1)")
     p.add_argument("--out", help="folder for report.json and report.html (default: verify-STEM beside FILE)")
     p.add_argument("--no-eager", action="store_true", help="skip the comparison with depthport's own eager model")
-    p.add_argument("--fp64", action="store_true",
-                   help="also compare with the upstream model computed in float64 (free of its float32 rounding)")
+    p.add_argument("--no-fp64", action="store_true",
+                   help="skip the upstream model in float64 (used by default for FP32 files, whose gate compares their "
+                        "error against float64 with upstream FP32's own; without it they are unverified)")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -52,7 +54,8 @@ def run(args) -> int:
 
     from ..atomic import write_text
     from ..build import build
-    from ..pipeline import command_line, machine, versions
+    from ..report.provenance import command_line, machine, versions
+    from ..report.schema import PASS, Verdict, dumps, set_check
     from ..preprocess import parse_size
     from ..quiet import native_stderr_muted
     from ..registry import get_spec
@@ -89,8 +92,12 @@ def run(args) -> int:
         normalized = "fold_input_normalization" not in rewrites
         status.update(f"building {spec.id} at {input_hw[0]}x{input_hw[1]}")
         built = build(spec, input_hw, weights, rewrites=rewrites, pos_formula=info.get("pos_embed_formula"))
-        refs = make_references(spec, built.weights, input_hw, None if args.no_eager else built.model, normalized,
-                               images, threads, fp64=args.fp64)
+        precisions = {args.precision or artifact_info(sibling_report(p), p).get("precision") for p in paths}
+        try:
+            refs = make_references(spec, built.weights, input_hw, None if args.no_eager else built.model, normalized,
+                                   images, threads, fp64="fp32" in precisions and not args.no_fp64)
+        except ModuleNotFoundError as exc:
+            raise MissingDependency(exc.name or "?", f"the upstream reference of {spec.id}") from None
         report = {"command": command_line(), "model": spec.id,
                   "weights": "random" if built.weights.random else built.weights.source,
                   "random_weights": built.weights.random, "input_shape": [1, 3, *input_hw],
@@ -107,6 +114,7 @@ def run(args) -> int:
             if "gpu_check" in known:
                 art["gpu_check"] = known["gpu_check"]
             art["gate"] = gates.evaluate(parity, art["precision"], thresholds)
+            set_check(art, "parity", Verdict.from_dict(art["gate"]), required=True)
             report["artifacts"].append(art)
             figures["variants"][path.name] = outputs[refs.names[0]]
         status.update("accuracy on the Middlebury motorcycle")
@@ -114,15 +122,17 @@ def run(args) -> int:
         report["gates"] = thresholds
     out = Path(args.out) if args.out else paths[0].parent / f"verify-{paths[0].stem}"
     out.mkdir(parents=True, exist_ok=True)
-    write_text(out / "report.json", json.dumps(report, indent=2) + "\n")
+    write_text(out / "report.json", dumps(report))
     write_html(out / "report.html", report, figures)
     print_summary(report, out)
-    return 1 if any(a["gate"]["passed"] is False for a in report["artifacts"]) else 0
+    return 0 if all(a["gate"]["state"] == PASS for a in report["artifacts"]) else 1
 
 
 def print_summary(report: dict, out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    from ..report.schema import Verdict
 
     console = Console(width=None if sys.stdout.isatty() else 160)
     if report.get("random_weights"):
@@ -134,7 +144,7 @@ def print_summary(report: dict, out: Path) -> None:
     for a in report["artifacts"]:
         p, acc, gate = a["parity"], a["accuracy"], a["gate"]
         extra = [p.get(k, {}).get("rel_l2_pooled") for k in ("vs_eager", "vs_reference_fp64")]
-        verdict = {True: "pass", False: "FAIL: " + "; ".join(gate["reasons"]), None: "-"}[gate["passed"]]
+        verdict = Verdict.from_dict(gate).text()
         table.add_row(Path(a["file"]).name, str(a.get("precision") or "?"), f"{p['pearson_worst']:.7f}",
                       f"{p['pearson_median']:.7f}", f"{p['rel_l2_pooled']:.3e}", f"{p['max_abs']:.3e}",
                       f"{p['delta125_worst']:.5f}", *("-" if v is None else f"{v:.3e}" for v in extra),

@@ -1,8 +1,11 @@
-"""Pass/fail thresholds per precision; a variant that fails is moved out of the shipped set.
+"""Parity thresholds per precision, and the shipping rule: a file that fails a required check, or could not
+be checked, is moved out of the shipped set.
 
 Thresholds apply to the parity summary against the upstream reference. Lower bounds: pearson_*,
-delta125_*; upper bounds: rel_l2_pooled, max_abs. Override with a dict ``{"fp16": {"pearson_worst": 0.9995}}``
-or with strings ``"fp16.pearson=0.9995"`` (short names: pearson, rel_l2, delta125, max_abs).
+delta125_*; upper bounds: rel_l2_pooled, max_abs, fp64_error_ratio (the file's error against the upstream
+model in float64 divided by upstream float32's own error against float64: FP32 files must be no worse than
+1.25x upstream PyTorch itself). Override with a dict ``{"fp16": {"pearson_worst": 0.9995}}`` or with strings
+``"fp16.pearson=0.9995"`` (short names: pearson, rel_l2, delta125, max_abs, fp64_ratio).
 """
 
 from __future__ import annotations
@@ -12,16 +15,18 @@ import os
 from pathlib import Path
 
 from ..preprocess import InputError
+from ..report.schema import ERROR, NOT_SHIPPED, SKIPPED, Verdict, file_status, set_check
 
 DEFAULTS: dict[str, dict[str, float]] = {
-    "fp32": {"pearson_worst": 0.9999, "rel_l2_pooled": 1e-4},
+    "fp32": {"pearson_worst": 0.9999, "rel_l2_pooled": 1e-4, "fp64_error_ratio": 1.25},
     "fp16": {"pearson_worst": 0.999},
     "int8": {"delta125_worst": 0.99},
 }
 LOWER = ("pearson_worst", "pearson_median", "delta125_worst", "delta125_median")
-UPPER = ("rel_l2_pooled", "max_abs")
+UPPER = ("rel_l2_pooled", "max_abs", "fp64_error_ratio")
 ALIASES = {"pearson": "pearson_worst", "corr": "pearson_worst", "rel_l2": "rel_l2_pooled",
-           "delta125": "delta125_worst", "delta": "delta125_worst"}
+           "delta125": "delta125_worst", "delta": "delta125_worst", "fp64_ratio": "fp64_error_ratio"}
+PRECISIONS = ("fp32", "fp16", "int8")
 NOT_SHIPPED_DIR = "not-shipped"
 
 
@@ -38,6 +43,8 @@ def parse_gate(text: str) -> tuple[str, str, float]:
     precision, dot, metric = key.strip().partition(".")
     if not (sep and dot and precision and metric):
         raise InputError(f"malformed gate {text!r}: expected PRECISION.METRIC=VALUE, e.g. fp32.pearson=0.9999")
+    if precision.strip().lower() not in PRECISIONS:
+        raise InputError(f"unknown precision {precision.strip()!r} in gate {text!r}; known: {', '.join(PRECISIONS)}")
     try:
         number = float(value)
     except ValueError:
@@ -54,6 +61,8 @@ def thresholds(overrides: dict | list[str] | None = None) -> dict[str, dict[str,
     if isinstance(overrides, dict):
         for key, value in overrides.items():
             if isinstance(value, dict):
+                if key.lower() not in PRECISIONS:
+                    raise InputError(f"unknown precision {key!r} in gates; known: {', '.join(PRECISIONS)}")
                 items += [(key.lower(), metric_name(m), float(v)) for m, v in value.items()]
             else:
                 items.append(parse_gate(f"{key}={value}"))
@@ -65,21 +74,37 @@ def thresholds(overrides: dict | list[str] | None = None) -> dict[str, dict[str,
 
 
 def evaluate(parity: dict | None, precision: str | None, gates: dict[str, dict[str, float]]) -> dict:
-    """{"passed": True | False | None, "reasons": [...], "thresholds": {...}}; None = could not be judged."""
-    limits = gates.get((precision or "").lower())
-    if not parity or "error" in parity:
-        why = (parity or {}).get("error", "no parity figures")
-        return {"passed": None, "reasons": [f"not verified: {why}"], "thresholds": limits or {}}
+    """The parity verdict (``Verdict.to_dict()``) of one file.
+
+    Not measured when there are no figures (``parity`` None, or with "error" / "not_measured": its
+    ``cause``), when no thresholds exist for ``precision``, or when a thresholded figure is missing (the
+    float64 comparison switched off: ``parity["skipped"]`` lists what was skipped on request).
+    """
+    limits = gates.get((precision or "").lower()) or {}
+    if not parity or "error" in parity or "not_measured" in parity:
+        why = (parity or {}).get("error") or (parity or {}).get("not_measured") or "no parity figures"
+        return Verdict.not_measured(why, (parity or {}).get("cause", ERROR), limits).to_dict()
     if not limits:
-        return {"passed": None, "reasons": [f"no thresholds for precision {precision!r}"], "thresholds": {}}
-    reasons = []
+        why = (f"no thresholds for precision {precision!r}" if precision
+               else "no precision known for this file (give --precision fp32|fp16|int8)")
+        return Verdict.not_measured(why, ERROR).to_dict()
+    figures = {m: parity.get(m) for m in limits}
+    failed, missing = [], []
     for metric, limit in limits.items():
-        value = parity[metric]
-        if metric in LOWER and not value >= limit:
-            reasons.append(f"{metric} {value:.6g} < {limit:g}")
+        value = parity.get(metric)
+        if value is None:
+            missing.append(metric)
+        elif metric in LOWER and not value >= limit:
+            failed.append(f"{metric} {value:.6g} < {limit:g}")
         elif metric in UPPER and not value <= limit:
-            reasons.append(f"{metric} {value:.4g} > {limit:g}")
-    return {"passed": not reasons, "reasons": reasons, "thresholds": limits}
+            failed.append(f"{metric} {value:.4g} > {limit:g}")
+    if failed:
+        return Verdict.failed(failed, figures, limits).to_dict()
+    if missing:
+        skipped = [m for m in missing if m in parity.get("skipped", ())]
+        cause = SKIPPED if len(skipped) == len(missing) else ERROR
+        return Verdict.not_measured(f"{', '.join(missing)} not measured", cause, limits).to_dict()
+    return Verdict.passed(figures, limits).to_dict()
 
 
 def summary_figures(parity: dict) -> dict:
@@ -87,26 +112,29 @@ def summary_figures(parity: dict) -> dict:
 
 
 def apply_gates(report: dict, out_dir: Path, gates: dict[str, dict[str, float]], cache: dict | None = None) -> None:
-    """Judge every artifact; move failing files into ``out_dir/not-shipped/`` and list them in the report.
-
-    An artifact's ``file`` stays its path relative to ``out_dir``. Verdicts of None (not judged) ship.
-    """
-    out_dir = Path(out_dir)
+    """Judge every artifact: its parity verdict joins its other checks, and its status follows from the
+    required ones (``schema.file_status``). Files that do not ship move into ``out_dir/not-shipped/`` and
+    are listed in the report; an artifact's ``file`` stays its path relative to ``out_dir``."""
     report["gates"] = gates
+    for art in report["artifacts"]:
+        art["gate"] = evaluate(art.get("parity"), art.get("precision"), gates)
+        set_check(art, "parity", Verdict.from_dict(art["gate"]), required=True)
+    settle(report, Path(out_dir), cache)
+
+
+def settle(report: dict, out_dir: Path, cache: dict | None = None) -> None:
+    """Set each artifact's status from its checks and move the files that do not ship into not-shipped/."""
     report["not_shipped"] = []
     for art in report["artifacts"]:
-        verdict = evaluate(art.get("parity"), art.get("precision"), gates)
-        art["gate"] = verdict
-        art["shipped"] = verdict["passed"] is not False
+        art["status"], art["status_reason"] = file_status(art)
+        art["shipped"] = art["status"] == "shipped"
+        if art["status"] != NOT_SHIPPED:
+            continue
         src = out_dir / art["file"]
         name = Path(art["file"]).name
         parked = out_dir / NOT_SHIPPED_DIR / name
-        if art["shipped"]:
-            if parked.exists() and parked != src:
-                parked.unlink()
-            continue
         parked.parent.mkdir(exist_ok=True)
-        if src != parked:
+        if src != parked and src.exists():
             os.replace(src, parked)
         art["file"] = f"{NOT_SHIPPED_DIR}/{name}"
         if cache is not None:
@@ -115,6 +143,6 @@ def apply_gates(report: dict, out_dir: Path, gates: dict[str, dict[str, float]],
                     cache[key] = parked
         report["not_shipped"].append({
             "file": art["file"], "target": art["target"], "precision": art.get("precision"),
-            "reasons": verdict["reasons"], "parity": summary_figures(art["parity"]),
-            "note": "did not earn a slot: failed its precision's parity gate",
+            "reasons": [art["status_reason"]], "parity": summary_figures(art.get("parity") or {}),
+            "note": "did not earn a slot: " + art["status_reason"],
         })

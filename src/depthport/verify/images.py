@@ -32,16 +32,34 @@ def builtin_set() -> list[tuple[str, Image.Image]]:
 
 
 def folder_set(path: str | Path) -> list[tuple[str, Image.Image]]:
-    """Every image file in ``path`` (or the one file ``path``), sorted by name; any unreadable one is an error."""
+    """Every image file in ``path`` (or the one file ``path``), sorted by name; any unreadable one is an error.
+
+    An empty folder, a folder with no file named like an image, or one where no such file can be read is an
+    InputError that names the folder and the suffixes looked for."""
     path = Path(path)
     if path.is_file():
         return [(path.name, load_image(path))]
     if not path.is_dir():
         raise InputError(f"image folder not found: {path}")
-    files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
+    looked_for = f"looked for {', '.join(SUFFIXES)}"
+    try:
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
+    except OSError as exc:
+        raise InputError(f"cannot list the image folder {path}: {exc.strerror or exc}") from None
     if not files:
-        raise InputError(f"no images in {path} (looked for {', '.join(SUFFIXES)})")
-    return [(p.name, load_image(p)) for p in files]
+        raise InputError(f"no images in {path} ({looked_for})")
+    images, failed = [], []
+    for p in files:
+        try:
+            images.append((p.name, load_image(p)))
+        except InputError as exc:
+            failed.append((p, exc))
+    if failed and not images:
+        raise InputError(f"no readable images in {path} ({looked_for}): none of its {len(files)} image file(s) "
+                         f"could be read; first: {failed[0][1]}")
+    if failed:
+        raise InputError(str(failed[0][1])) from None
+    return images
 
 
 def image_set(source: str | Path | None) -> tuple[str, list[tuple[str, Image.Image]]]:

@@ -123,14 +123,24 @@ def compare(outputs: dict[str, np.ndarray], refs: References, which: str = "refe
     return {**summary, "per_image": {img: metrics.public(m) for img, m in per_image.items()}}
 
 
+def upstream_fp64_error(refs: References) -> float:
+    """Pooled rel. L2 of the upstream float32 reference against itself in float64: the floor of FP32 parity."""
+    outputs = {img: refs.output("reference", img) for img in refs.names}
+    return compare(outputs, refs, "reference64")["rel_l2_pooled"]
+
+
 def parity_record(outputs: dict[str, np.ndarray], refs: References, reference_label: str,
                   eager_label: str | None = None) -> dict:
     """The report's ``parity`` entry: against the upstream reference, depthport's eager model and, when
-    there is one, the upstream reference in float64."""
+    there is one, the upstream reference in float64. With float64, ``fp64_error_ratio`` is the file's error
+    against float64 divided by upstream float32's own error against float64 (1.0: as exact as upstream)."""
     record = {"reference": reference_label, **compare(outputs, refs, "reference")}
     if refs.eager is not None:
         record["vs_eager"] = {"reference": eager_label or "depthport eager", **compare(outputs, refs, "eager")}
     if refs.reference64 is not None:
         record["vs_reference_fp64"] = {"reference": f"{reference_label}, computed in float64",
                                        **compare(outputs, refs, "reference64")}
+        floor = upstream_fp64_error(refs)
+        record["upstream_fp32_vs_fp64"] = floor
+        record["fp64_error_ratio"] = record["vs_reference_fp64"]["rel_l2_pooled"] / floor if floor > 0 else None
     return record

@@ -10,6 +10,7 @@ import torch
 
 from ..preprocess import InputError, to_tensor
 from ..runtimes import load_runner
+from ..report.schema import ERROR, SKIPPED, UNAVAILABLE
 from . import accuracy, gates
 from .images import image_set
 from .metrics import DELTA_DEFINITION
@@ -45,20 +46,24 @@ def _motorcycle():
     return accuracy.motorcycle()
 
 
-def accuracy_of(runner, input_hw: tuple[int, int], normalized: bool = True) -> dict:
+def accuracy_of(runner, input_hw: tuple[int, int], normalized: bool = True,
+                space: str = "inverse depth") -> dict:
     left, disparity = _motorcycle()
     return accuracy.score(depth_of(runner, to_tensor(left, input_hw, normalize=normalized), input_hw, "model"),
-                          disparity)
+                          disparity, space)
 
 
-def verify_file(path: Path, refs: References, threads: int, normalized: bool = True) -> tuple[dict, dict, dict]:
+def verify_file(path: Path, refs: References, threads: int, normalized: bool = True,
+                space: str = "inverse depth") -> tuple[dict, dict, dict]:
     """(parity record, accuracy, {image: depth}) of one exported file."""
     runner = load_runner(path, threads=threads)
     check_shapes(runner, refs.input_hw, Path(path).name)
     outputs = run_file(runner, refs, Path(path).name, normalized)
     record = parity_record(outputs, refs, refs.label, "depthport eager model, same rewrites")
     record["runtime"] = runner.runtime
-    return record, accuracy_of(runner, refs.input_hw, normalized), outputs
+    if refs.reference64 is None:
+        record["skipped"] = ["fp64_error_ratio"]
+    return record, accuracy_of(runner, refs.input_hw, normalized, space), outputs
 
 
 def summary_block(refs: References, source: str, threads: int, random_weights: bool) -> dict:
@@ -69,10 +74,10 @@ def summary_block(refs: References, source: str, threads: int, random_weights: b
                         "the depth means nothing"} if random_weights else {})}
 
 
-def accuracy_block(refs: References, random_weights: bool) -> dict:
+def accuracy_block(refs: References, random_weights: bool, space: str = "inverse depth") -> dict:
     return {"dataset": accuracy.DATASET, "method": accuracy.__doc__.split("\n\n")[1].replace("\n", " "),
-            "meaningful": not random_weights, "note": accuracy.meaning(random_weights),
-            "reference": accuracy_of(refs.reference, refs.input_hw)}
+            "space": space, "meaningful": not random_weights, "note": accuracy.meaning(random_weights, space),
+            "reference": accuracy_of(refs.reference, refs.input_hw, space=space)}
 
 
 def figures_entry(refs: References, name: str) -> dict:
@@ -82,27 +87,45 @@ def figures_entry(refs: References, name: str) -> dict:
             "eager": refs.output("eager", name) if refs.eager is not None else None, "variants": {}}
 
 
+def needs_fp64(ctx, report: dict) -> bool:
+    """Float64 reference by default whenever an FP32 file is verified; off with the ``no_fp64`` option."""
+    return not ctx.options.get("no_fp64") and any(a.get("precision") == "fp32" for a in report["artifacts"])
+
+
 def apply(ctx, report: dict) -> None:
     if "verify" in ctx.options.get("skip", ()):
+        for art in report["artifacts"]:
+            art["parity"] = {"not_measured": "verification skipped on request (--skip verify)", "cause": SKIPPED}
+        gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.get("gates")), ctx.cache)
         return
     threads = int(ctx.options.get("threads") or 2)
     source, images = image_set(ctx.options.get("images"))
     built = ctx.built
+    space = built.spec.output_space
     normalized = "fold_input_normalization" not in built.rewrites
-    refs = make_references(built.spec, built.weights, built.input_hw, built.model, normalized, images, threads,
-                           fp64=bool(ctx.options.get("reference_fp64")))
+    try:
+        refs = make_references(built.spec, built.weights, built.input_hw, built.model, normalized, images, threads,
+                               fp64=needs_fp64(ctx, report))
+    except ModuleNotFoundError as exc:
+        reason = (f"the upstream reference needs the Python package {exc.name!r}, which is not installed "
+                  "(`make venv` installs it)")
+        for art in report["artifacts"]:
+            art["parity"] = {"error": reason, "cause": ERROR}
+        gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.get("gates")), ctx.cache)
+        return
     report["verify"] = summary_block(refs, source, threads, built.weights.random)
-    report["accuracy"] = accuracy_block(refs, built.weights.random)
+    report["accuracy"] = accuracy_block(refs, built.weights.random, space)
     figures = ctx.cache["figures"] = figures_entry(refs, refs.names[0])
     for art in report["artifacts"]:
         if art.get("runnable_here") is False:
-            art["parity"] = {"note": art.get("parity_note", "this file cannot run on this machine; not measured")}
+            art["parity"] = {"not_measured": art.get("parity_note", "this file cannot run on this machine"),
+                             "cause": UNAVAILABLE}
             continue
-        path = ctx.out_dir / art["file"]
         try:
-            art["parity"], art["accuracy"], outputs = verify_file(path, refs, threads, normalized)
-        except (InputError, ModuleNotFoundError, RuntimeError) as exc:
-            art["parity"] = {"error": error_text(exc)}
+            art["parity"], art["accuracy"], outputs = verify_file(ctx.out_dir / art["file"], refs, threads,
+                                                                  normalized, space)
+        except (InputError, ModuleNotFoundError, RuntimeError, OSError, ValueError) as exc:
+            art["parity"] = {"error": f"verification failed: {error_text(exc)}", "cause": ERROR}
             continue
         figures["variants"][art["target"]] = np.asarray(outputs[refs.names[0]])
     gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.get("gates")), ctx.cache)

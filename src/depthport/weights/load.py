@@ -84,7 +84,9 @@ def _revision_of(path: Path) -> str | None:
 
 
 def load_weights(spec: ModelSpec, weights: str, expected: dict[str, torch.Size]) -> LoadedWeights:
-    """Weights for ``spec`` from a local path or a hub repo id, checked key by key against ``expected``."""
+    """Weights for ``spec`` from a local path or a hub repo id (``hf://`` prefix allowed, as report.json
+    records it), checked key by key against ``expected``."""
+    weights = weights.removeprefix("hf://")
     path = Path(weights).expanduser()
     looks_like_file = path.suffix in (".pth", ".pt", ".safetensors") or weights.startswith((".", "/", "~"))
     if path.exists():

@@ -1,0 +1,110 @@
+"""The machine a latency was measured on: CPU model, cores, the threads a run used, and the SIMD features that
+decide XNNPACK's kernels, read from the machine itself (Linux: /proc/cpuinfo "flags" on x86, "Features" on ARM).
+
+``machine_info(threads)`` is the dict written beside every latency (``bench`` JSON, ``report.json``);
+``describe(info)`` is its one-line form for the console.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+# ISA feature -> the /proc/cpuinfo flags that show it (any of them). x86: "flags"; ARM: "Features".
+X86_FEATURES = {
+    "avx2": ("avx2",),
+    "fma": ("fma",),
+    "avx512f": ("avx512f",),
+    "avx512_vnni": ("avx512_vnni",),
+    "avx_vnni": ("avx_vnni",),
+    "amx": ("amx_tile",),
+    "amx_int8": ("amx_int8",),
+    "amx_bf16": ("amx_bf16",),
+    "amx_fp16": ("amx_fp16",),
+}
+ARM_FEATURES = {
+    "neon": ("asimd", "neon"),
+    "dotprod": ("asimddp",),
+    "i8mm": ("i8mm",),
+    "fp16_arith": ("asimdhp",),
+    "bf16": ("bf16",),
+    "sve": ("sve",),
+}
+CPUINFO = Path("/proc/cpuinfo")
+
+
+def parse_cpuinfo(text: str, arch: str | None = None) -> dict:
+    """{"cpu", "physical_cores", "isa", "isa_source"} from the text of /proc/cpuinfo. ``arch`` (platform.machine())
+    picks the feature table; without it, the presence of a "flags" line means x86."""
+    fields: dict[str, str] = {}
+    cores: set[tuple[str, str]] = set()
+    physical = None
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key, value = key.strip(), value.strip()
+        if key == "physical id":
+            physical = value
+        elif key == "core id":
+            cores.add((physical or "0", value))
+        fields.setdefault(key, value)
+    x86 = ("flags" in fields) if arch is None else arch.lower() in ("x86_64", "amd64", "i386", "i686", "x86")
+    flags = set((fields.get("flags") if x86 else fields.get("Features", "")).split()) if fields else set()
+    table = X86_FEATURES if x86 else ARM_FEATURES
+    cpu = fields.get("model name") or fields.get("Hardware") or fields.get("Processor") or _arm_part(fields)
+    return {"cpu": cpu, "physical_cores": len(cores) or None,
+            "isa": {name: any(f in flags for f in needs) for name, needs in table.items()} if flags else {},
+            "isa_source": ("/proc/cpuinfo flags" if x86 else "/proc/cpuinfo Features") if flags else None}
+
+
+def _arm_part(fields: dict[str, str]) -> str | None:
+    """ARM Linux often has no model name: name the implementer and part numbers instead."""
+    if "CPU implementer" not in fields:
+        return None
+    return f"ARM implementer {fields['CPU implementer']} part {fields.get('CPU part', '?')}"
+
+
+def usable_cores() -> int:
+    """Logical CPUs this process may run on (its affinity mask; os.cpu_count() where there is none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 0
+
+
+def machine_info(threads: int | None = None) -> dict:
+    """{"cpu", "cores", "threads", "isa": {feature: bool}, ...} of this machine; ``threads`` is the thread count
+    of the run the figures belong to (None when not one run's)."""
+    try:
+        parsed = parse_cpuinfo(CPUINFO.read_text(), platform.machine())
+    except OSError:
+        parsed = {"cpu": None, "physical_cores": None, "isa": {}, "isa_source": None}
+    return {"cpu": parsed["cpu"] or platform.processor() or platform.machine(), "cores": usable_cores(),
+            "logical_cpus": os.cpu_count() or 0, "physical_cores": parsed["physical_cores"], "threads": threads,
+            "arch": platform.machine(), "isa": parsed["isa"],
+            "isa_source": parsed["isa_source"] or "not readable here (no /proc/cpuinfo)", "os": platform.platform()}
+
+
+def isa_text(isa: dict) -> str:
+    """The features present, e.g. "avx2 fma"; "none of ..." when the machine has none of them."""
+    present = [k for k, v in isa.items() if v]
+    if present:
+        return " ".join(present)
+    return f"none of {', '.join(isa)}" if isa else "ISA flags unknown"
+
+
+def describe(info: dict) -> str:
+    """One line: CPU model, cores, threads used, ISA features present."""
+    threads = f", {info['threads']} threads" if info.get("threads") is not None else ""
+    return f"{info['cpu']}, {info['cores']} cores{threads}; {isa_text(info.get('isa') or {})}"
+
+
+def versions() -> dict[str, str]:
+    """Package versions (the report's provenance), wherever this checkout keeps them."""
+    try:
+        from ..report.provenance import versions as _versions
+    except ImportError:  # older layout
+        from ..pipeline import versions as _versions
+    return _versions()

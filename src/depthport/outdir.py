@@ -1,0 +1,131 @@
+"""Transactional output folders: an export is staged beside ``--out`` and moved into place only when it ends.
+
+Files that an earlier depthport export wrote into ``--out`` (listed in its report.json) are replaced or
+removed; other files there are left alone. After a failure or an interrupt the folder is exactly as before.
+A run killed outright leaves its staging folder beside ``--out``; the next run removes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from .preprocess import InputError
+
+STAGING_MARK = ".depthport-staging-"
+REPORT_FILES = ("report.json", "report.html", "README.md")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale(out: Path) -> list[Path]:
+    """Remove staging folders of ``out`` left by runs that no longer exist; returns what was removed."""
+    removed = []
+    if not out.parent.is_dir():
+        return removed
+    for folder in out.parent.glob(f".{out.name}{STAGING_MARK}*"):
+        pid = folder.name.rsplit("-", 2)[-2]
+        if folder.is_dir() and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def previous_files(out: Path) -> list[str]:
+    """Paths (relative to ``out``) that the export recorded in ``out/report.json`` wrote; [] when none."""
+    try:
+        report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return []
+    if not isinstance(report, dict) or not isinstance(report.get("artifacts"), list):
+        return []
+    if isinstance(report.get("written_files"), list):
+        return [str(p) for p in report["written_files"]]
+    names = ["report.json"] + [n for n in REPORT_FILES[1:] if n == report.get("report_html") or n == "README.md"]
+    for art in report["artifacts"]:
+        if isinstance(art, dict) and isinstance(art.get("file"), str):
+            names.append(art["file"])
+            if isinstance(art.get("mlpackage"), dict):
+                names.append(str(Path(art["file"]).parent / art["mlpackage"].get("file", "")))
+    return names
+
+
+def _inside(out: Path, rel: str) -> Path | None:
+    path = (out / rel).resolve()
+    return path if out.resolve() in path.parents else None
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def written(staging: Path) -> list[str]:
+    """Every file and top-level package folder in the staging folder, relative to it."""
+    out = []
+    for entry in sorted(staging.iterdir()):
+        if entry.is_dir() and not entry.suffix:
+            out += [f"{entry.name}/{rel}" for rel in written(entry)]
+        else:
+            out.append(entry.name)
+    return out
+
+
+def commit(staging: Path, out: Path) -> None:
+    """Move the staged export into ``out``, replacing what the previous depthport export wrote there."""
+    out.mkdir(parents=True, exist_ok=True)
+    for rel in previous_files(out):
+        path = _inside(out, rel)
+        if path is not None:
+            _remove(path)
+    for rel in written(staging):
+        target = out / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        os.replace(staging / rel, target)
+    parked = out / "not-shipped"
+    if parked.is_dir() and not any(parked.iterdir()):
+        parked.rmdir()
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def require_folder(out: Path) -> None:
+    """``--out`` must be a folder or not exist yet."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is an existing file, not a folder")
+
+
+@contextlib.contextmanager
+def staged(out: str | os.PathLike):
+    """Yields a staging folder beside ``out``; on success its content replaces the previous export in ``out``,
+    on any exception (Ctrl-C included) it is removed and ``out`` is untouched."""
+    out = Path(out)
+    require_folder(out)
+    clean_stale(out)
+    parent = out.parent if str(out.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING_MARK}{os.getpid()}-", dir=parent))
+    except OSError as exc:
+        raise InputError(f"cannot write beside --out {out}: {exc.strerror or exc}") from None
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    commit(staging, out)

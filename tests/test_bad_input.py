@@ -1,0 +1,339 @@
+"""Bad input of every kind: one line on stderr, exit status 2, no traceback, no native crash, no output file.
+
+Cases where a native runtime could crash (a truncated .tflite made LiteRT segfault) run the command in a child
+process, like the console script; the others run ``depthport.cli.main`` in-process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from depthport.cli import main
+from depthport.preprocess import InputError, load_image
+from depthport.runtimes.validate import validate_model_file
+
+from helpers import TINY_HW
+
+ASSET = "src/depthport/assets/chelsea.jpg"
+SUFFIXES = ("tflite", "pte", "onnx")
+# The console script: main(), then the runtimes' teardown log lines muted.
+ENTRY_CHILD = "import sys\nfrom depthport.cli import entry\nsys.argv[0] = 'depthport'\nentry()"
+
+
+# ------------------------------------------------------------------------------------------------------ fixtures
+@pytest.fixture(scope="module")
+def export_of(tiny_tflite, tiny_built, tmp_path_factory):
+    """suffix -> a real tiny export in that format, made on first use (once for this module)."""
+    out, made = tmp_path_factory.mktemp("models"), {"tflite": Path(tiny_tflite)}
+
+    def get(suffix: str) -> Path:
+        if suffix not in made:
+            if suffix == "onnx":
+                from depthport.export.onnx import export_onnx
+
+                made[suffix] = export_onnx(tiny_built.model, TINY_HW, out / "tiny.onnx")
+            else:
+                from depthport.export.targets import ExportContext, load_all
+
+                made[suffix] = out / load_all()["xnnpack-fp32"](ExportContext(tiny_built, out, "tiny"))["file"]
+        return made[suffix]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def bad_model(export_of, tmp_path_factory):
+    """("truncated" | "empty", suffix) -> the first half of a real export's bytes, or zero bytes."""
+    folder = tmp_path_factory.mktemp("bad_models")
+
+    def get(kind: str, suffix: str) -> Path:
+        path = folder / f"{kind}.{suffix}"
+        if not path.exists():
+            data = export_of(suffix).read_bytes() if kind == "truncated" else b""
+            path.write_bytes(data[: len(data) // 2])
+        return path
+
+    return get
+
+
+def command(name: str, model, out: Path) -> list[str]:
+    """predict / bench / verify of ``model``, every output under ``out``."""
+    if name == "predict":
+        return ["predict", str(model), ASSET, "-o", str(out / "o.png"), "--npy", str(out / "o.npy")]
+    if name == "bench":
+        return ["bench", str(model), "--rounds", "1", "--iters", "1", "--warmup", "0", "--no-memory",
+                "--json", str(out / "b.json")]
+    return ["verify", str(model), "--reference", "da2-tiny", "--weights", "random", "--out", str(out / "v")]
+
+
+def one_line(err: str, *needles: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def refused(capsys, argv: list[str], *needles: str) -> str:
+    """``main(argv)`` exits 2 with one error line holding ``needles``."""
+    capsys.readouterr()
+    assert main(argv) == 2
+    return one_line(capsys.readouterr().err, *needles)
+
+
+def in_child(argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", ENTRY_CHILD, *argv], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture
+def out(tmp_path) -> Path:
+    """An empty folder for a command's outputs: a refused command must leave it empty."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    return folder
+
+
+# ------------------------------------------------------------------------------------------------------ model files
+@pytest.mark.parametrize("name", ["predict", "bench", "verify"])
+def test_truncated_tflite_is_one_line_not_a_segfault(bad_model, out, name):
+    """LiteRT reads a truncated .tflite unchecked and died with SIGSEGV; now it is checked in Python first."""
+    run = in_child(command(name, bad_model("truncated", "tflite"), out))
+    assert run.returncode == 2, (run.returncode, run.stderr[-2000:])
+    one_line(run.stderr, f"depthport {name}: error:", "truncated.tflite is truncated or corrupt")
+    assert not list(out.iterdir())
+
+
+@pytest.mark.parametrize("name", ["predict", "bench", "verify"])
+@pytest.mark.parametrize("kind,suffix,message", [
+    ("truncated", "pte", "is truncated: its header announces"),
+    ("truncated", "onnx", "is not a valid ONNX model: its protobuf does not parse"),
+    ("empty", "tflite", "is empty (0 bytes)"),
+    ("empty", "pte", "is empty (0 bytes)"),
+    ("empty", "onnx", "is empty (0 bytes)"),
+])
+def test_bad_model_file_is_one_line(bad_model, out, capsys, name, kind, suffix, message):
+    refused(capsys, command(name, bad_model(kind, suffix), out), f"depthport {name}: error:", message)
+    assert not list(out.iterdir())
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_every_cut_of_a_real_export_is_refused_in_python(export_of, tmp_path, suffix):
+    data = export_of(suffix).read_bytes()
+    assert validate_model_file(export_of(suffix)) == export_of(suffix)
+    n = len(data)
+    for cut in sorted({0, 4, 8, 16, 40, 64, 1000, n // 4, n // 2, 3 * n // 4, n - 8, n - 1}):
+        path = tmp_path / f"cut{cut}.{suffix}"
+        path.write_bytes(data[:cut])
+        with pytest.raises(InputError):
+            validate_model_file(path)
+
+
+def test_tflite_string_running_past_the_end_is_refused(tiny_tflite, tmp_path, capsys):
+    """A corrupt string length (seen when fuzzing: LiteRT then reads past the file and may segfault)."""
+    data = bytearray(Path(tiny_tflite).read_bytes())
+    name = b"serving_default_args_0"
+    at = data.index(name + b"\0")
+    assert int.from_bytes(data[at - 4:at], "little") == len(name)
+    data[at - 4:at] = (0x7FFFFFF0).to_bytes(4, "little")
+    bad = tmp_path / "long_name.tflite"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="runs to byte"):
+        validate_model_file(bad)
+    run = in_child(command("predict", bad, tmp_path))
+    assert run.returncode == 2 and "long_name.tflite is truncated or corrupt" in one_line(run.stderr)
+
+
+def test_tflite_that_litert_refuses_is_one_line(tiny_tflite, tmp_path):
+    """A well-formed file with an operator LiteRT does not know passes validation; LiteRT's refusal is one line
+    (its environment, which logs "DestroyAccelerator" lines when freed, goes while native stderr is muted)."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromPackedBuf(Path(tiny_tflite).read_bytes(), 0)
+    for code in model.operatorCodes:
+        code.builtinCode, code.deprecatedBuiltinCode = 4000, 127
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    bad = tmp_path / "unknown_op.tflite"
+    bad.write_bytes(bytes(builder.Output()))
+    validate_model_file(bad)
+    run = in_child(["predict", str(bad), ASSET, "-o", str(tmp_path / "o.png")])
+    assert run.returncode == 2
+    one_line(run.stderr, "LiteRT cannot load unknown_op.tflite: Failed to build TFL interpreter")
+    assert not (tmp_path / "o.png").exists()
+
+
+@pytest.mark.parametrize("name", ["predict", "bench", "verify"])
+def test_unsupported_suffix_missing_file_and_folder(tmp_path, out, capsys, name):
+    other = tmp_path / "model.h5"
+    other.write_bytes(b"xx")
+    refused(capsys, command(name, other, out), "unsupported model file model.h5")
+    refused(capsys, command(name, tmp_path / "missing.tflite", out), "model file not found")
+    folder = tmp_path / "folder.tflite"
+    folder.mkdir()
+    # verify checks its files itself first ("model file not found"); predict and bench say what the path is
+    refused(capsys, command(name, folder, out), "model file not found" if name == "verify" else "is a folder")
+    assert not list(out.iterdir())
+
+
+# ------------------------------------------------------------------------------------------------------ images
+def predict_args(model, image, out: Path) -> list[str]:
+    return ["predict", str(model), str(image), "-o", str(out / "o.png"), "--npy", str(out / "o.npy")]
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda p: p.mkdir(), "is a folder, not an image file"),
+    (lambda p: p.write_bytes(b""), "the file is empty (0 bytes)"),
+    (lambda p: p.write_text("hello, not a picture\n"), "not an image format Pillow can read"),
+    (lambda p: p.write_bytes((Path(ASSET).read_bytes())[:400]), "cannot read image"),  # a truncated JPEG
+])
+def test_unreadable_image_is_one_line(tiny_tflite, tmp_path, out, capsys, make, message):
+    image = tmp_path / "image.jpg"
+    make(image)
+    refused(capsys, predict_args(tiny_tflite, image, out), "depthport predict: error:", message)
+    assert not list(out.iterdir())
+
+
+def rgba_with_hidden_colour() -> Image.Image:
+    """40x50 RGBA: left columns fully transparent over a saturated green, a half-transparent band, the rest opaque."""
+    rgb = np.random.default_rng(0).integers(0, 255, (40, 50, 3), np.uint8)
+    rgb[:, :10] = (10, 200, 30)
+    alpha = np.full((40, 50), 255, np.uint8)
+    alpha[:, :10], alpha[:, 10:20] = 0, 128
+    return Image.fromarray(np.dstack([rgb, alpha]), "RGBA")
+
+
+@pytest.mark.parametrize("mode", ["RGBA", "LA", "P"])
+def test_image_with_transparency_is_composited_on_white(tiny_tflite, tmp_path, out, capsys, mode):
+    src = rgba_with_hidden_colour()
+    path = tmp_path / f"alpha_{mode}.png"
+    if mode == "P":  # a palette image whose index 0 is the transparent colour
+        pal = src.convert("RGB").quantize(16)
+        pal.info["transparency"] = 0
+        pal.save(path, transparency=0)
+    else:
+        (src.convert("LA") if mode == "LA" else src).save(path)
+    assert Image.open(path).mode == mode
+    img = load_image(path)
+    assert img.mode == "RGB" and img.size == (50, 40)
+    if mode != "P":
+        pixels = np.asarray(img).astype(int)
+        assert (pixels[:, :10] == 255).all()  # fully transparent: white, not the hidden colour
+        opaque = np.asarray(src.convert(mode).convert("RGBA"))[:, 20:, :3].astype(int)
+        assert np.array_equal(pixels[:, 20:], opaque)
+        half = np.asarray(src.convert(mode).convert("RGBA"))[:, 10:20, :3].astype(int)
+        assert np.abs(pixels[:, 10:20] - (half * 128 + 255 * 127) / 255).max() <= 1
+    assert main(predict_args(tiny_tflite, path, out)) == 0
+    assert Image.open(out / "o.png").size == (50, 40) and np.load(out / "o.npy").shape == TINY_HW
+
+
+@pytest.mark.parametrize("dtype,mode", [(np.uint16, "I;16"), (np.int32, "I")])
+def test_16_and_32_bit_greyscale_are_refused_clearly(tiny_tflite, tmp_path, out, capsys, dtype, mode):
+    path = tmp_path / ("grey.png" if mode == "I;16" else "grey.tif")
+    Image.fromarray(np.full((40, 50), 1000, dtype)).save(path)
+    assert Image.open(path).mode == mode
+    refused(capsys, predict_args(tiny_tflite, path, out), f"unsupported image mode {mode!r}", "convert it to 8 bits")
+    assert not list(out.iterdir())
+
+
+# ------------------------------------------------------------------------------------------------------ outputs
+def test_output_that_is_an_existing_folder_is_refused(tiny_tflite, out, capsys):
+    refused(capsys, ["predict", str(tiny_tflite), ASSET, "-o", str(out)], f"-o {out} is a folder")
+    assert not list(out.iterdir())
+
+
+@pytest.mark.parametrize("option", ["-o", "--npy"])
+def test_output_under_a_regular_file_is_refused(tiny_tflite, tmp_path, out, capsys, option):
+    """somefile.txt/out.png: NotADirectoryError even as root (where chmod would not block the write)."""
+    blocker = tmp_path / "somefile.txt"
+    blocker.write_text("a file")
+    argv = ["predict", str(tiny_tflite), ASSET, "-o", str(out / "o.png"), "--npy", str(out / "o.npy")]
+    argv[argv.index(option) + 1] = str(blocker / "deeper" / "out.bin")
+    refused(capsys, argv, f"cannot write {option}", f"{blocker} is a file, not a folder")
+    assert not list(out.iterdir()) and blocker.read_text() == "a file"
+
+
+def test_npy_is_not_written_without_the_png(tiny_tflite, tmp_path, out, capsys):
+    """Both outputs are renamed into place only once both are written."""
+    refused(capsys, ["predict", str(tiny_tflite), ASSET, "-o", str(out / "same"), "--npy", str(out / "same")],
+            "would overwrite the -o file")
+    copy = tmp_path / "copy.jpg"
+    copy.write_bytes(Path(ASSET).read_bytes())
+    refused(capsys, ["predict", str(tiny_tflite), str(copy), "-o", str(copy)], "would overwrite the image")
+    refused(capsys, ["predict", str(tiny_tflite), ASSET, "-o", str(tiny_tflite)], "would overwrite the model file")
+    assert copy.read_bytes() == Path(ASSET).read_bytes() and not list(out.iterdir())
+
+
+def test_output_folder_that_does_not_exist_is_created(tiny_tflite, out, capsys):
+    png = out / "new" / "sub" / "o.png"
+    assert main(["predict", str(tiny_tflite), ASSET, "-o", str(png)]) == 0
+    assert png.is_file() and [p.name for p in png.parent.iterdir()] == ["o.png"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_output_folder_without_write_permission_is_refused(tiny_tflite, tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        refused(capsys, ["predict", str(tiny_tflite), ASSET, "-o", str(locked / "o.png")], "no permission to write")
+    finally:
+        locked.chmod(0o700)
+
+
+def test_os_errors_on_user_paths_are_one_line(tiny_tflite, tmp_path, capsys):
+    """verify --out under a regular file fails in mkdir (NotADirectoryError): main reports it as bad input."""
+    blocker = tmp_path / "somefile.txt"
+    blocker.write_text("a file")
+    refused(capsys, ["verify", str(tiny_tflite), "--reference", "da2-tiny", "--weights", "random",
+                     "--images", ASSET, "--no-eager", "--out", str(blocker / "v")], "Not a directory")
+    assert blocker.read_text() == "a file"
+
+
+# ------------------------------------------------------------------------------------------------------ --threads
+@pytest.mark.parametrize("value,message", [("0", "must be at least 1 thread, got 0"),
+                                           ("-1", "must be at least 1 thread, got -1"),
+                                           ("two", "expected a whole number of threads")])
+@pytest.mark.parametrize("name", ["predict", "bench", "verify", "export"])
+def test_threads_below_one_is_refused_by_argparse(tiny_tflite, out, capsys, name, value, message):
+    argv = command(name, tiny_tflite, out) if name != "export" else ["export", "da2-tiny", "--out", str(out / "e")]
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--threads", value])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.lstrip().startswith("usage: depthport")
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"depthport {name}: error: argument --threads: ") and message in last
+    assert not list(out.iterdir())
+
+
+# ------------------------------------------------------------------------------------------------------ --images
+@pytest.fixture(params=["empty", "no-images", "unreadable"])
+def image_folder(request, tmp_path):
+    folder = tmp_path / request.param
+    folder.mkdir()
+    if request.param == "no-images":
+        (folder / "notes.txt").write_text("not an image")
+        (folder / "sub.png").mkdir()
+    elif request.param == "unreadable":
+        (folder / "bad.png").write_text("not an image")
+        (folder / "empty.jpg").write_bytes(b"")
+    return folder
+
+
+@pytest.mark.parametrize("name", ["verify", "export"])
+def test_image_folder_without_readable_images(tiny_tflite, out, capsys, image_folder, name):
+    argv = (command("verify", tiny_tflite, out) if name == "verify"
+            else ["export", "da2-tiny", "--size", "56x70", "--out", str(out / "e")])
+    readable = "readable " if image_folder.name == "unreadable" else ""
+    refused(capsys, [*argv, "--images", str(image_folder)], f"no {readable}images in {image_folder}",
+            "looked for .png, .jpg")
+    assert not list(out.iterdir())
