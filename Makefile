@@ -28,7 +28,7 @@ gpu-setup:
 	else echo "SwiftShader setup failed: GPU-accelerator tests will be skipped (see -rs below)"; fi
 
 demo: venv
-	$(BIN)/depthport export da2-small --weights random --size 518x686 --targets litert-fp32 --out $(DEMO_OUT)
+	$(BIN)/depthport export da2-small --fallback-random --size 518x686 --targets litert-fp32 --out $(DEMO_OUT)
 	$(BIN)/depthport predict $(DEMO_OUT)/da2_small_fp32.tflite src/depthport/assets/chelsea.jpg \
 		-o $(DEMO_OUT)/chelsea_depth.png --npy $(DEMO_OUT)/chelsea_depth.npy
 

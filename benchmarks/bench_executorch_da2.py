@@ -39,7 +39,7 @@ from depthport.reference import reference_model
 from depthport.runtimes import load_runner
 from depthport.verify.images import builtin_set
 from depthport.verify.metrics import image_metrics, summarize
-from depthport.verify.parity import TorchRunner
+from depthport.runtimes.torch import TorchRunner
 
 console = Console(width=190)
 PLAIN = "plain .pte (transformers, XNNPACK fp32)"
@@ -77,6 +77,51 @@ def delegation_cells(entry: dict) -> tuple[str, str, str]:
     ops = ", ".join(f"{op.removeprefix('aten_').removesuffix('_default')} x{n}" for op, n in d["portable_ops"].items())
     total = d["delegated"] + d["portable"]
     return f"{d['delegated']}/{total} ({d['coverage']:.1%})", str(d["subgraphs"]), ops or "none"
+
+
+def results_table(spec, hw, built, args, n_images: int, entries: dict, results: dict, by: dict) -> Table:
+    """One row per file (and depthport's eager model): size, delegation, parity, latency."""
+    table = Table(title=f"{spec.id} {hw[0]}x{hw[1]} ({'random' if built.weights.random else 'real'} weights), CPU, "
+                        f"{args.threads} threads, {args.rounds} interleaved rounds x {args.iters} calls after "
+                        f"{args.warmup} warm-up; parity over {n_images} images")
+    for col in ("file", "prec", "MB", "delegated (coverage)", "subgr", "left on portable kernels", "worst r",
+                "pooled relL2", "worst δ<1.25", "median ms", "min", "max", "x plain"):
+        table.add_column(col, overflow="fold")
+    plain_ms = by[PLAIN]["median"]
+    rows = list(entries.items()) + [("torch eager (depthport model)", {"precision": "fp32"})]
+    for label, entry in rows:
+        r, q = by.get(label, {}), results.get(label, {})
+        size = entry.get("bytes", 0) + entry.get("mlpackage", {}).get("bytes", 0)
+        mb = f"{entry['bytes'] / 1e6:.1f}" + (f" + {entry['mlpackage']['bytes'] / 1e6:.1f}" if "mlpackage" in entry
+                                               else "") if size else "-"
+        table.add_row(label, entry["precision"], mb, *delegation_cells(entry), cell(q.get("pearson_worst"), ".6f"),
+                      cell(q.get("rel_l2_pooled"), ".2e"), cell(q.get("delta125_worst"), ".4f"),
+                      cell(r.get("median"), ".0f"), cell(r.get("min"), ".0f"), cell(r.get("max"), ".0f"),
+                      cell(plain_ms / r["median"] if r else None, ".2f"))
+    return table
+
+
+def print_checks(results: dict, by: dict) -> dict:
+    """The issue's targets, each met or not; returns {target: value}."""
+    plain_ms = by[PLAIN]["median"]
+    summary = {}
+    checks = [("xnnpack-fp32", "speed-up vs plain >= 1.5x", lambda lb: plain_ms / by[lb]["median"], 1.5),
+              ("xnnpack-fp32", "worst r >= 0.99999", lambda lb: results[lb]["pearson_worst"], 0.99999),
+              ("xnnpack-fp16", "worst r >= 0.9999", lambda lb: results[lb]["pearson_worst"], 0.9999),
+              ("xnnpack-fp16", "not slower than plain fp32 (plain / fp16 >= 1)",
+               lambda lb: plain_ms / by[lb]["median"], 1.0),
+              ("onnx", "worst r >= 0.99999", lambda lb: results[lb]["pearson_worst"], 0.99999)]
+    for target, what, value, bound in checks:
+        label = TARGETS[target]
+        if label in by:
+            v = value(label)
+            summary[f"{target}: {what}"] = v
+            console.print(f"{target}: {what}: {v:.6g} -> {'met' if v >= bound else 'NOT met'}")
+    if TARGETS["xnnpack-int8"] in results:
+        q = results[TARGETS["xnnpack-int8"]]
+        console.print(f"xnnpack-int8: δ<1.25 median {q['delta125_median']:.4f}, worst {q['delta125_worst']:.4f} "
+                      f"(the int8 gate judges this)")
+    return summary
 
 
 def main() -> int:
@@ -122,46 +167,12 @@ def main() -> int:
                                    progress=lambda msg: status.update(f"timing: {msg}"))
     by = {r["label"]: r for r in records}
 
-    table = Table(title=f"{spec.id} {hw[0]}x{hw[1]} ({'random' if built.weights.random else 'real'} weights), CPU, "
-                        f"{args.threads} threads, {args.rounds} interleaved rounds x {args.iters} calls after "
-                        f"{args.warmup} warm-up; parity over {len(images)} images")
-    for col in ("file", "prec", "MB", "delegated (coverage)", "subgr", "left on portable kernels", "worst r",
-                "pooled relL2", "worst δ<1.25", "median ms", "min", "max", "x plain"):
-        table.add_column(col, overflow="fold")
-    plain_ms = by[PLAIN]["median"]
-    rows = list(entries.items()) + [("torch eager (depthport model)", {"precision": "fp32"})]
-    for label, entry in rows:
-        r, q = by.get(label, {}), results.get(label, {})
-        size = entry.get("bytes", 0) + entry.get("mlpackage", {}).get("bytes", 0)
-        mb = f"{entry['bytes'] / 1e6:.1f}" + (f" + {entry['mlpackage']['bytes'] / 1e6:.1f}" if "mlpackage" in entry
-                                               else "") if size else "-"
-        table.add_row(label, entry["precision"], mb, *delegation_cells(entry), cell(q.get("pearson_worst"), ".6f"),
-                      cell(q.get("rel_l2_pooled"), ".2e"), cell(q.get("delta125_worst"), ".4f"),
-                      cell(r.get("median"), ".0f"), cell(r.get("min"), ".0f"), cell(r.get("max"), ".0f"),
-                      cell(plain_ms / r["median"] if r else None, ".2f"))
-    console.print(table)
-
+    console.print(results_table(spec, hw, built, args, len(images), entries, results, by))
     e = results["eager vs transformers"]
     console.print(f"depthport eager vs transformers eager: worst r {e['pearson_worst']:.7f}, pooled rel L2 "
                   f"{e['rel_l2_pooled']:.2e} (parity column: the plain file vs transformers eager, every other "
                   f"file vs depthport eager)")
-    summary = {}
-    checks = [("xnnpack-fp32", "speed-up vs plain >= 1.5x", lambda lb: plain_ms / by[lb]["median"], 1.5),
-              ("xnnpack-fp32", "worst r >= 0.99999", lambda lb: results[lb]["pearson_worst"], 0.99999),
-              ("xnnpack-fp16", "worst r >= 0.9999", lambda lb: results[lb]["pearson_worst"], 0.9999),
-              ("xnnpack-fp16", "not slower than plain fp32 (plain / fp16 >= 1)",
-               lambda lb: plain_ms / by[lb]["median"], 1.0),
-              ("onnx", "worst r >= 0.99999", lambda lb: results[lb]["pearson_worst"], 0.99999)]
-    for target, what, value, bound in checks:
-        label = TARGETS[target]
-        if label in by:
-            v = value(label)
-            summary[f"{target}: {what}"] = v
-            console.print(f"{target}: {what}: {v:.6g} -> {'met' if v >= bound else 'NOT met'}")
-    if TARGETS["xnnpack-int8"] in results:
-        q = results[TARGETS["xnnpack-int8"]]
-        console.print(f"xnnpack-int8: δ<1.25 median {q['delta125_median']:.4f}, worst {q['delta125_worst']:.4f} "
-                      f"(the int8 gate judges this)")
+    summary = print_checks(results, by)
     m, v = machine(), versions()
     console.print(f"images: scikit-image bundled {', '.join(names)}; parity metrics per depthport.verify.metrics")
     console.print(f"machine: {m['cpu']}, {m['cores']} cores, {m['os']}")

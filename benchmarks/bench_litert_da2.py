@@ -42,7 +42,7 @@ from depthport.rewrites import default_rewrites
 from depthport.runtimes import load_runner
 from depthport.verify.images import builtin_image
 from depthport.verify.metrics import rel_l2
-from depthport.verify.parity import TorchRunner
+from depthport.runtimes.torch import TorchRunner
 
 console = Console(width=170)
 
@@ -73,7 +73,7 @@ def build_files(args, spec, weights, hw, work: Path) -> tuple[dict[str, Path], n
     targets = load_all()
     ctx = ExportContext(built, work, stem, options={"threads": args.threads, "fp16_sim": False})
     made("depthport fp32", work / f"{stem}_fp32.tflite", lambda: targets["litert-fp32"](ctx))
-    ctx.cache.setdefault("litert-fp32", work / f"{stem}_fp32.tflite")
+    ctx.fp32_source = ctx.fp32_source or work / f"{stem}_fp32.tflite"
     if "litert-int8" in targets:
         made("depthport int8 (dynamic)", work / f"{stem}_int8.tflite", lambda: targets["litert-int8"](ctx))
     else:

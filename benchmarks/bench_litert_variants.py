@@ -30,6 +30,7 @@ from rich.table import Table
 from common import add_run_args, run_setup, timed
 from depthport.bench import Entry, time_interleaved
 from depthport.build import build
+from depthport.check.stage import check_litert
 from depthport.export.litert import tflite_entry
 from depthport.export.litert_variants import int8_recipe, quantize
 from depthport.export.targets import ExportContext, load_all
@@ -54,8 +55,10 @@ def export_all(args, spec, weights, hw, work: Path) -> tuple[dict[str, dict], ob
     targets = load_all()
     entries = {name: timed(console, f"export {name}", lambda name=name: targets[name](ctx)) for name in TARGETS}
     plain = work / f"{ctx.stem}_int8_all_ops.tflite"
-    timed(console, "export int8, all ops", lambda: plain.write_bytes(quantize(ctx.cache["litert-fp32"], int8_recipe(None))))
+    timed(console, "export int8, all ops", lambda: plain.write_bytes(quantize(ctx.files["litert-fp32"], int8_recipe(None))))
     entries["int8, all ops (published recipe)"] = tflite_entry(ctx, plain, "int8-all-ops", precision="int8")
+    for label, entry in entries.items():
+        timed(console, f"check {label}", lambda entry=entry: check_litert(ctx, entry, work / entry["file"]))
     return entries, built
 
 

@@ -12,7 +12,6 @@ import argparse
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from depthport.build import build, resolve_weights
@@ -23,13 +22,9 @@ from depthport.quiet import native_stderr_muted
 from depthport.reference import reference_model
 from depthport.registry import get_spec
 from depthport.runtimes import load_runner
+from depthport.verify.metrics import rel_l2
 
 BANNED = ("GATHER_ND", "BROADCAST_TO", "TRANSPOSE_CONV", "SELECT_V2", "CAST", "RESIZE_BILINEAR")
-
-
-def rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
 def natural_images(n: int):

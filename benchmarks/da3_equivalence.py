@@ -26,12 +26,7 @@ from depthport.preprocess import da3_resize, letterbox_box, parse_size, to_tenso
 from depthport.quiet import native_stderr_muted
 from depthport.reference import reference_model
 from depthport.registry import get_spec
-from depthport.verify.metrics import pearson
-
-
-def rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+from depthport.verify.metrics import max_abs, pearson, rel_l2
 
 
 def portrait_images(hw: tuple[int, int], n: int) -> list[tuple[str, Image.Image]]:
@@ -65,7 +60,7 @@ def row(label: str, a, b) -> str:
     a, b = np.asarray(a).ravel(), np.asarray(b).ravel()
     r = pearson(a, b)
     return (f"  {label:34s} rel L2 {rel_l2(a, b):.3e}  Pearson {r:.10f} (1 - r = {1 - r:.1e})  "
-            f"max abs {float(np.abs(a.astype(np.float64) - b).max()):.3e}")
+            f"max abs {max_abs(a, b):.3e}")
 
 
 def equivalence(spec, weights, hw, n_images: int, tflite: str | None) -> None:

@@ -80,7 +80,8 @@ def sh(cmd: list[str], timeout: float = 30) -> str:
 
 
 def environment() -> dict:
-    from depthport.bench.machine import machine_info, versions
+    from depthport.bench.machine import machine_info
+    from depthport.report.provenance import versions
 
     icds = [str(p) for d in ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d") for p in sorted(Path(d).glob("*.json"))]
     gpu = sh(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]) \
@@ -177,14 +178,10 @@ def gpu_child(path: str, precision: str, out_json: str, runs: int) -> None:
     Path(out_json).write_text(json.dumps(result))
 
 
-def rel_l2(a, b) -> float:
-    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
-
-
 def gpu_runs(run: Run, files: dict, cfg: dict) -> list[dict]:
     from depthport.quiet import native_stderr_muted
     from depthport.runtimes import load_runner
+    from depthport.verify.metrics import rel_l2
 
     rows, cpu = [], {}
     with native_stderr_muted():

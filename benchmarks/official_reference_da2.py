@@ -16,24 +16,19 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from depthport.build import resolve_weights
-from depthport.pipeline import ExportRequest, run_export
+from depthport.export.context import StageOptions
+from depthport.pipeline import ExportOptions, run_export
 from depthport.preprocess import parse_size, to_tensor
 from depthport.quiet import native_stderr_muted
 from depthport.reference import TransformersReference
 from depthport.registry import get_spec
 from depthport.runtimes import load_runner
 from depthport.verify.images import builtin_set
+from depthport.verify.metrics import pooled_rel_l2
 from depthport.weights.formats import OFFICIAL
-
-
-def rel_l2_pooled(pairs) -> float:
-    num = sum(float(np.sum((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2)) for a, b in pairs)
-    den = sum(float(np.sum(np.asarray(b, np.float64) ** 2)) for _, b in pairs)
-    return (num / den) ** 0.5
 
 
 def main() -> None:
@@ -54,10 +49,11 @@ def main() -> None:
         state["pretrained.mask_token"] = torch.zeros(1, random.state["encoder.cls_token"].shape[-1])
         pth = work / f"{spec.id.replace('-', '_')}_official.pth"
         torch.save(state, pth)
-        req = ExportRequest(spec.id, str(pth), hw, work / "out", ["litert-fp32"],
+        req = ExportOptions(model=spec.id, weights=str(pth), input_hw=hw, out_dir=work / "out",
+                            targets=("litert-fp32",),
                             command=f"python benchmarks/official_reference_da2.py --size {args.size}",
-                            options={"threads": args.threads, "reference_fp64": not args.no_fp64,
-                                     "skip": {"ledger", "bench", "report", "card"}})
+                            stages=StageOptions(threads=args.threads, no_fp64=args.no_fp64,
+                                                skip={"ledger", "bench", "report", "card"}))
         t0 = time.perf_counter()
         with native_stderr_muted():
             report = run_export(req)
@@ -86,7 +82,7 @@ def main() -> None:
                 with torch.no_grad():
                     pairs.append((runner.run(x), plain(torch.from_numpy(x)).numpy()))
         print(f"contrast: the same file vs transformers' own resampling (not the weights' upstream), "
-              f"rel_l2_pooled {rel_l2_pooled(pairs):.3e}")
+              f"rel_l2_pooled {pooled_rel_l2(pairs):.3e}")
 
 
 if __name__ == "__main__":

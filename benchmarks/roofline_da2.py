@@ -47,7 +47,7 @@ def build_files(args, spec, weights, hw, work: Path) -> tuple[dict[str, Path], t
             built = build(spec, hw, weights, rewrites=default_rewrites("exact"))
             ctx = ExportContext(built, work, stem, options={"threads": args.threads, "fp16_sim": False})
             if files["fp32"].exists():
-                ctx.cache["litert-fp32"] = files["fp32"]
+                ctx.fp32_source = files["fp32"]
         timed(console, f"depthport {target}", lambda t=target: load_all()[t](ctx))
     return files, reference
 

@@ -87,7 +87,7 @@ def test_export_step_records_latency_per_artifact(files, tiny_built):
     assert report["bench"]["threads"] == 1 and report["bench"]["machine"]["threads"] == 1
     assert "4 layers instead of 16" in report["bench"]["probe"]["note"]
     skipped = {"artifacts": [artifact_entry(ctx, files[0], "a", precision="fp32")]}
-    ctx.options["skip"] = {"bench"}
+    ctx.options.skip = frozenset({"bench"})
     step.apply(ctx, skipped)
     assert "latency_ms" not in skipped["artifacts"][0]
 

@@ -60,3 +60,58 @@ def test_card_lists_builds_that_did_not_earn_a_slot(export_dir):
 def test_card_without_report_is_a_clear_error(tmp_path, capsys):
     assert main(["card", str(tmp_path)]) == 2
     assert "no report.json" in capsys.readouterr().err
+
+
+MACHINE = {"cpu": "Test CPU", "cores": 4, "threads": 2, "isa": {"avx2": True, "fma": False}}
+
+
+def _latency_cell_and_caption(latency: dict, bench: dict) -> tuple[str, str]:
+    """The latency cell of the Variants table and the paragraph under the table, parsed as Markdown."""
+    report = {"model": "m", "weights": "w", "random_weights": False, "input_shape": [1, 3, 28, 28], "bench": bench,
+              "machine": {"cpu": "Test CPU", "cores": 4},
+              "artifacts": [{"file": "x.tflite", "target": "litert-fp32", "bytes": 1000, "input_shape": [1, 3, 28, 28],
+                             "output_shape": [1, 28, 28], "status": "shipped", "latency_ms": latency}]}
+    section = render(report).split("## Variants")[1].split("\n## ")[0]
+    tokens = MarkdownIt("commonmark").enable("table").parse(section)
+    cells = [t.content for t in tokens if t.type == "inline"]
+    header = cells.index(next(c for c in cells if c.startswith("latency on")))
+    n_cols = cells.index("ExecuTorch delegation") + 1
+    after = [t.content for t in tokens[[t.type for t in tokens].index("table_close"):] if t.type == "inline"]
+    return cells[header + n_cols], after[0]
+
+
+def test_card_latency_column_has_gmac_rate_and_share_of_peak():
+    latency = {"runtime": "litert", "threads": 2, "median": 12.5, "rounds": 3, "iters": 2, "gmac": 1.234,
+               "gmac_per_s": 98.7, "pct_of_peak": 45.6}
+    probe = {"chain": "4 FC", "peak_gmac_per_s": 216.4}
+    cell, caption = _latency_cell_and_caption(latency, {"machine": MACHINE, "probe": probe})
+    assert cell.startswith("12.5 ms (median of 3 rounds x 2 calls") and "1.23 GMAC, 98.7 GMAC/s, 45.6 % of" in cell
+    assert "Test CPU, 4 cores, 2 threads; avx2" in caption and "216.4 GMAC/s" in caption
+
+
+def test_card_says_not_measured_for_missing_latency_figures():
+    cell, caption = _latency_cell_and_caption(
+        {"runtime": "litert", "threads": 2, "median": 12.5, "rounds": 3, "iters": 2}, {"method": "older report"})
+    assert "GMAC not measured" in cell and "GMAC/s not measured" in cell and "GEMM peak not measured" in cell
+    assert "Test CPU (4 cores); threads and ISA flags not measured" in caption and "GEMM peak not measured" in caption
+    cell, _ = _latency_cell_and_caption({"error": "RuntimeError: no runtime"}, {"machine": MACHINE})
+    assert cell == "not measured: RuntimeError: no runtime"
+
+
+def test_every_template_ships_in_the_wheel():
+    import fnmatch
+    import tomllib
+    from pathlib import Path, PurePosixPath
+
+    import depthport
+
+    root = Path(depthport.__file__).parent
+    pyproject = tomllib.loads((root.parents[1] / "pyproject.toml").read_text())
+    patterns = [PurePosixPath(p).parts for p in pyproject["tool"]["setuptools"]["package-data"]["depthport"]]
+    templates = [p.relative_to(root).parts for p in (root / "report" / "templates").rglob("*") if p.is_file()]
+
+    def shipped(parts) -> bool:
+        return any(len(pat) == len(parts) and all(map(fnmatch.fnmatch, parts, pat)) for pat in patterns)
+
+    assert {"card.md.j2", "report.html.j2"} <= {t[-1] for t in templates}
+    assert all(shipped(t) for t in templates), [t for t in templates if not shipped(t)]

@@ -95,7 +95,7 @@ def test_timeout_gives_no_verdict(graphs, clean_runtime):
 
 @pytest.mark.gpu
 def test_cli_run_gpu_json(graphs, clean_runtime):
-    proc = subprocess.run([sys.executable, "-m", "depthport.check.cli", str(graphs("expand")), "--run-gpu", "--json"],
+    proc = subprocess.run([sys.executable, "-m", "depthport.cli", "check", str(graphs("expand")), "--run-gpu", "--json"],
                           capture_output=True, text=True, timeout=180)
     assert proc.returncode == 1
     runtime = json.loads(proc.stdout)["runtime"]
@@ -135,7 +135,7 @@ def test_check_cli_exit_status_says_could_not_check(graphs, tmp_path):
     env = {**os.environ, "DEPTHPORT_SWIFTSHADER_DIR": str(tmp_path), "VK_ICD_FILENAMES": "", "VK_DRIVER_FILES": ""}
     cmd = [sys.executable, "-c", "import sys, depthport.check.swiftshader as s, pathlib; "
            f"s.SYSTEM_CHROMIUM = pathlib.Path({str(tmp_path / 'none')!r}); "
-           "from depthport.check.cli import main; sys.exit(main(sys.argv[1:]))"]
+           "from depthport.cli import main; sys.exit(main(['check', *sys.argv[1:]]))"]
     clean = subprocess.run(cmd + [str(graphs("conv")), "--json"], capture_output=True, text=True, env=env, timeout=120)
     assert clean.returncode == 0 and json.loads(clean.stdout)["outcome"] == "clean"
     dirty = subprocess.run(cmd + [str(graphs("expand")), "--json"], capture_output=True, text=True, env=env, timeout=120)

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from depthport.check import RULES, TfliteReadError, check_static, check_tflite, graph_summary, read_graph
-from depthport.check.cli import add_parser, run
+from depthport.cli.check import add_parser, run
 from depthport.check.rules import PIXEL_8A
 from depthport.check.static import Violation
 from depthport.check.tflite_graph import Graph, OpInfo, TensorInfo
@@ -244,7 +244,7 @@ def test_bad_input_exits_2_with_one_line(tflite, tmp_path):
     for name, path in _write_bad_inputs(tmp_path, tflite("conv")).items():
         with pytest.raises(TfliteReadError):
             read_graph(path)
-        proc = subprocess.run([sys.executable, "-m", "depthport.check.cli", str(path)],
+        proc = subprocess.run([sys.executable, "-m", "depthport.cli", "check", str(path)],
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2, name
         assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1, (name, proc.stderr)

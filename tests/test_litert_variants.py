@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from depthport.check.tflite_graph import read_graph
+from depthport.check.stage import check_litert
 from depthport.export.targets import ExportContext, load_all
 from depthport.runtimes import load_runner
 
@@ -21,6 +22,8 @@ def exported(tiny_built, tmp_path_factory):
     targets = load_all()
     ctx = ExportContext(tiny_built, tmp_path_factory.mktemp("variants"), "tiny")
     entries = {name: targets[name](ctx) for name in ("litert-fp32", *VARIANTS)}
+    for entry in entries.values():
+        check_litert(ctx, entry, ctx.out_dir / entry["file"])
     return ctx, entries
 
 
@@ -151,7 +154,7 @@ def test_variant_without_fp32_target_uses_a_temporary_fp32(tiny_built, tmp_path)
     ctx = ExportContext(tiny_built, tmp_path, "solo", options={"fp16_sim": False})
     entry = load_all()["litert-int8"](ctx)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["solo_int8.tflite"]
-    assert "fp16_compute" not in entry and "litert-fp32" not in ctx.cache
+    assert "fp16_compute" not in entry and "litert-fp32" not in ctx.files
 
 
 GPU_RUN = """
@@ -191,9 +194,11 @@ def test_runtime_gpu_check_runs_dynamic_int8_and_rejects_weight_only(exported, t
     vulkan_or_skip()
     src_ctx, entries = exported
     ctx = ExportContext(src_ctx.built, tmp_path, "gpu", options={"run_gpu": True, "fp16_sim": False},
-                        cache={"litert-fp32": src_ctx.out_dir / entries["litert-fp32"]["file"]})
+                        fp32_source=src_ctx.out_dir / entries["litert-fp32"]["file"])
     targets = load_all()
     int8, weight_only = targets["litert-int8"](ctx), targets["litert-int8-weight"](ctx)
+    for entry in (int8, weight_only):
+        check_litert(ctx, entry, ctx.out_dir / entry["file"])
     assert int8["gpu_runtime"]["fully_delegated"] is True and int8["gpu_runtime"]["numeric_ok"] is True
     assert int8["gpu_ok"] is True
     assert weight_only["gpu_runtime"]["fully_delegated"] is False and weight_only["gpu_ok"] is False

@@ -196,11 +196,12 @@ def test_fp64_reference_resamples_like_the_official_code(tiny_spec, official_wei
 
 
 def test_export_from_official_pth_passes_the_fp32_gate(official_pth, tmp_path):
-    from depthport.pipeline import ExportRequest, run_export
+    from depthport.export.context import StageOptions
+    from depthport.pipeline import ExportOptions, run_export
 
     out = tmp_path / "out"
-    req = ExportRequest("da2-tiny", str(official_pth), OFF_SQUARE, out, ["litert-fp32"],
-                        options={"threads": 2, "skip": {"ledger", "bench", "report", "card"}})
+    req = ExportOptions(model="da2-tiny", weights=str(official_pth), input_hw=OFF_SQUARE, out_dir=out,
+                        targets=("litert-fp32",), stages=StageOptions(skip={"ledger", "bench", "report", "card"}))
     report = run_export(req)
     assert report["pos_embed_formula"] == "official" and report["weights_detail"]["format"] == "official"
     assert "Depth-Anything-V2's official pos-embed resampling" in report["verify"]["reference"]

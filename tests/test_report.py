@@ -19,6 +19,7 @@ from helpers import TINY_HW as HW
 def exported(tiny_built, tiny_tflite, tmp_path_factory):
     """verify -> bench -> report steps over two copies of a tiny LiteRT file; one is gated out."""
     from depthport.bench import step as bench_step
+    from depthport.check import stage as check_step
     from depthport.export.litert import tflite_entry
     from depthport.export.targets import ExportContext
     from depthport.report import step as report_step
@@ -37,7 +38,7 @@ def exported(tiny_built, tiny_tflite, tmp_path_factory):
     for name, precision in (("tiny_fp32.tflite", "fp32"), ("tiny_<fp16>.tflite", "fp16")):
         shutil.copy(path, out / name)
         report["artifacts"].append(tflite_entry(ctx, out / name, f"litert-{precision}", precision=precision))
-    for step in (verify_step, bench_step, report_step):
+    for step in (check_step, verify_step, bench_step, report_step):
         step.apply(ctx, report)
     return out, report, (out / "report.html").read_text(encoding="utf-8")
 
@@ -94,3 +95,51 @@ def test_heatmap_scale_and_tiny_maps_are_enlarged():
     assert np.asarray(img)[0, 0].sum() < np.asarray(img)[0, 1].sum()  # 0 dark, max bright
     shown = Image.open(io.BytesIO(base64.b64decode(png_data_uri(img).split(",", 1)[1])))
     assert min(shown.size) >= 192
+
+
+LATENCY = {"runtime": "litert", "threads": 2, "median": 12.5, "min": 12.0, "max": 13.0, "rounds": 3, "iters": 2}
+MACHINE = {"cpu": "Test CPU <x>", "cores": 4, "threads": 2, "isa": {"avx2": True, "fma": False}}
+
+
+def _latency_page(latency: dict, bench: dict) -> tuple[str, str]:
+    """(the file's latency row, the latency table's caption) of a one-file report."""
+    report = {"model": "m", "weights": "w", "random_weights": False, "input_shape": [1, 3, 28, 28], "bench": bench,
+              "artifacts": [{"file": "x.tflite", "target": "litert-fp32", "precision": "fp32", "bytes": 1000,
+                             "latency_ms": latency}]}
+    page = render(report)
+    table = page.split(">Latency (CPU)</h2>")[1].split("</table>")[0]
+    return re.search(r'<td class="l">x\.tflite</td>(.*?)</tr>', table).group(1), \
+        re.search(r"<caption>(.*?)</caption>", table, re.S).group(1)
+
+
+def test_latency_table_shows_gmac_rate_and_share_of_peak_with_the_machine_as_caption():
+    row, caption = _latency_page({**LATENCY, "gmac": 1.234, "gmac_per_s": 98.7, "pct_of_peak": 45.6},
+                                 {"machine": MACHINE, "probe": {"chain": "4 FC 384<->1536", "peak_gmac_per_s": 216.4}})
+    assert "<td>12.50</td>" in row and "<td>1.23</td><td>98.7</td><td>45.6</td>" in row
+    assert "Test CPU &lt;x&gt;, 4 cores, 2 threads; avx2" in caption and "fma" not in caption
+    assert "216.4 GMAC/s" in caption and "384&lt;-&gt;1536" in caption
+
+
+def test_latency_table_says_not_measured_when_the_figures_are_missing():
+    row, caption = _latency_page(dict(LATENCY), {"method": "older report"})
+    assert "<td>12.50</td>" in row and row.count('<span class="nm">not measured</span>') == 3
+    assert 'Machine <span class="nm">not measured</span>' in caption
+    assert 'GEMM peak <span class="nm">not measured</span>' in caption
+    row, caption = _latency_page({**LATENCY, "gmac": 1.0, "gmac_per_s": 80.0, "pct_of_peak": None},
+                                 {"machine": MACHINE, "probe": {"skipped": "the probe was switched off"}})
+    assert "<td>80.0</td>" in row and row.endswith('<td><span class="nm">not measured</span></td>')
+    assert 'GEMM peak <span class="nm">not measured</span>: the probe was switched off' in caption
+    row, _ = _latency_page({"error": "RuntimeError: no runtime"}, {"machine": MACHINE})
+    assert '<span class="nm">not measured</span>: RuntimeError: no runtime' in row
+
+
+def test_exported_latency_row_carries_the_bench_figures(exported):
+    from markupsafe import escape
+
+    from depthport.bench.machine import describe
+
+    _, report, page = exported
+    lat = report["artifacts"][0]["latency_ms"]
+    table = page.split(">Latency (CPU)</h2>")[1].split("</table>")[0]
+    assert str(escape(describe(report["bench"]["machine"]))) in table
+    assert f"<td>{lat['gmac']:.3g}</td><td>{lat['gmac_per_s']:.1f}</td>" in table

@@ -183,7 +183,7 @@ def _export_ctx(tiny, out_dir, **options):
     for name in ("a_fp32.tflite", "b_fp32.tflite"):
         shutil.copy(path, out_dir / name)
         copies.append(tflite_entry(ctx, out_dir / name, f"litert-{name[0]}", precision="fp32"))
-    ctx.cache["litert-b"] = out_dir / "b_fp32.tflite"
+    ctx.files["litert-b"] = out_dir / "b_fp32.tflite"
     report = {"model": "da2-tiny", "random_weights": True, "artifacts": copies}
     return ctx, report
 
@@ -205,13 +205,13 @@ def test_verify_step_moves_a_failing_variant_to_not_shipped(tiny, tmp_path, imag
     assert (ctx.out_dir / "not-shipped" / "b_fp32.tflite").is_file()
     assert not (ctx.out_dir / "b_fp32.tflite").exists()
     assert (ctx.out_dir / "a_fp32.tflite").is_file()
-    assert ctx.cache["litert-b"] == ctx.out_dir / "not-shipped" / "b_fp32.tflite"
+    assert ctx.files["litert-b"] == ctx.out_dir / "not-shipped" / "b_fp32.tflite"
     [entry] = report["not_shipped"]
     assert entry["file"] == failed["file"] and entry["parity"]["pearson_worst"] > 0.9999
     assert "did not earn a slot" in entry["note"]
     assert report["verify"]["images"] == ["one.png"]
     assert report["accuracy"]["meaningful"] is False and "RANDOM" in report["accuracy"]["note"]
-    assert set(ctx.cache["figures"]["variants"]) == {"litert-a", "litert-b"}
+    assert set(ctx.figures["variants"]) == {"litert-a", "litert-b"}
     json.dumps(report)  # everything recorded is JSON-serialisable
 
 

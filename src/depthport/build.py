@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch
 from torch import nn
 
 from . import rewrites as rw
-from .models import depth_anything_v3 as da3
-from .models.depth_anything_v2 import CONFIGS, DepthAnythingV2
-from .registry import ModelSpec, get_spec
-from .weights import LoadedWeights, load_weights
-from .weights.load_da3 import init_random_da3, load_da3_weights
-from .weights.random_init import init_random
+from .registry import get_spec
+from .spec import ModelSpec
+from .weights import LoadedWeights
+
+# Random weights are drawn, and their output calibrated, on a model built at this shape, for every config: the
+# released models' pretraining shape. Kept fixed (not ``spec.pretrain_hw``) so a seed gives the same tensors.
+RANDOM_CALIBRATION_HW = (518, 518)
 
 
 @dataclass
@@ -27,27 +27,26 @@ class Built:
 
 
 def architecture(spec: ModelSpec, input_hw: tuple[int, int], pos_formula: str, confidence: bool = False) -> nn.Module:
-    if spec.family == "depth-anything-3":
-        return da3.DepthAnythingV3(da3.CONFIGS[spec.config], input_hw, pos_formula, confidence)
-    if confidence:
-        raise ValueError(f"{spec.id} has no confidence output")
-    if spec.family == "depth-anything-v2":
-        return DepthAnythingV2(CONFIGS[spec.config], input_hw, pos_formula)
-    raise ValueError(f"no architecture for family {spec.family!r}")
+    """The reference-form model of ``spec``'s family and config for one input shape (no weights loaded)."""
+    return spec.arch.build_model(spec.model_config, tuple(input_hw), pos_formula, confidence)
+
+
+def random_weights(spec: ModelSpec, seed: int = 0) -> LoadedWeights:
+    template = architecture(spec, RANDOM_CALIBRATION_HW, "official")
+    spec.arch.init_random(template, seed)
+    return LoadedWeights({k: v.detach().clone() for k, v in template.state_dict().items()},
+                         f"random (seed {seed})", "random", random=True)
 
 
 def resolve_weights(spec: ModelSpec, weights: str | LoadedWeights, seed: int = 0) -> LoadedWeights:
+    """``weights`` as given, seeded random weights for "random", else the family's loader for a file, folder or
+    hub repo id, checked key by key against the architecture."""
     if isinstance(weights, LoadedWeights):
         return weights
-    template = architecture(spec, spec.pretrain_hw, "official")
-    if spec.family == "depth-anything-3" and weights != "random":
-        return load_da3_weights(spec, weights, {k: v.shape for k, v in template.state_dict().items()})
     if weights == "random":
-        (init_random_da3 if spec.family == "depth-anything-3" else init_random)(template, seed)
-        return LoadedWeights({k: v.detach().clone() for k, v in template.state_dict().items()},
-                             f"random (seed {seed})", "random", random=True)
-    expected = {k: v.shape for k, v in template.state_dict().items()}
-    return load_weights(spec, weights, expected)
+        return random_weights(spec, seed)
+    template = architecture(spec, spec.pretrain_hw, "official")
+    return spec.arch.load_weights(spec, weights, {k: v.shape for k, v in template.state_dict().items()})
 
 
 def build(model_id: str | ModelSpec, input_hw: tuple[int, int], weights: str | LoadedWeights = "random",
@@ -65,8 +64,3 @@ def build(model_id: str | ModelSpec, input_hw: tuple[int, int], weights: str | L
     names = rw.default_rewrites() if rewrites is None else list(rewrites)
     rw.apply(model, names)
     return Built(model.float().eval(), spec, loaded, tuple(input_hw), formula, names)
-
-
-@torch.no_grad()
-def run_torch(model: nn.Module, x) -> torch.Tensor:
-    return model(torch.as_tensor(x))

@@ -1,4 +1,5 @@
-"""depthport's own errors: each is shown as one line on stderr with exit status 2 (bad input, cannot check)."""
+"""depthport's own errors, each shown as one line on stderr with exit status 2 (bad input, cannot check), and
+the one-line text of any error for a report."""
 
 from __future__ import annotations
 
@@ -14,3 +15,9 @@ class MissingDependency(InputError):
         super().__init__(f"{needed_for} needs the Python package {package!r}, which is not installed; "
                          "`make venv` installs it")
         self.package = package
+
+
+def error_text(exc: BaseException) -> str:
+    """One line for the report when a runtime cannot load or run a file."""
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"

@@ -1,4 +1,5 @@
-"""Transactional output folders: an export is staged beside ``--out`` and moved into place only when it ends.
+"""Where outputs go. Export folders are transactional: an export is staged beside ``--out`` and moved into
+place only when it ends. Output files are checked before any work (``check_output_file``).
 
 Files that an earlier depthport export wrote into ``--out`` (listed in its report.json) are replaced or
 removed; other files there are left alone. After a failure or an interrupt the folder is exactly as before.
@@ -14,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .preprocess import InputError
+from .errors import InputError
 
 STAGING_MARK = ".depthport-staging-"
 REPORT_FILES = ("report.json", "report.html", "README.md")
@@ -129,3 +130,21 @@ def staged(out: str | os.PathLike):
         shutil.rmtree(staging, ignore_errors=True)
         raise
     commit(staging, out)
+
+
+def check_output_file(path: str | os.PathLike, option: str) -> Path:
+    """``path`` as a Path, if a file can be written there; else an InputError naming ``option``.
+
+    Missing folders are fine (they are created when the file is written); an existing folder at ``path``, a
+    regular file where a folder should be, or a folder this process may not write into is not."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{option} {path} is a folder; give a file name, e.g. {path / 'depth.png'}")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"cannot write {option} {path}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write {option} {path}: no permission to write in {parent}")
+    return path

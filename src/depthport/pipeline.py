@@ -1,101 +1,135 @@
-"""`depthport export`: build -> rewrite -> export each target -> check -> report.json."""
+"""`depthport export`: the ordered stages build -> rewrite ledger -> export -> check -> verify -> bench -> report
+-> card, each a plain function over one ``ExportContext``, staged beside ``--out`` and moved into place at the
+end (``outdir``). May import every stage; only the command line imports this module."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from .atomic import write_text
+from .bench import step as bench_stage
 from .build import build
-from .export.targets import ExportContext, load_all
+from .check import stage as check_stage
+from .errors import InputError
+from .export.context import ExportContext, StageOptions
+from .export.targets import TARGETS
 from .outdir import require_folder, staged, written
-from .preprocess import InputError
-from .registry import get_spec
-from .report.provenance import command_line, machine, versions
+from .registry import ModelSpec, get_spec
+from .report import card_step as card_stage
+from .report import step as report_stage
+from .report.provenance import machine, versions
 from .report.schema import dumps
 from .rewrites import default_rewrites
+from .verify import step as verify_stage
 
 
-@dataclass
-class ExportRequest:
+@dataclass(frozen=True, kw_only=True)
+class ExportOptions:
+    """One export, as the command line asks for it."""
+
     model: str
     weights: str
     input_hw: tuple[int, int]
     out_dir: Path
-    targets: list[str]
+    targets: tuple[str, ...]
     resize: str = "exact"
     fold_normalization: bool = False
     pos_formula: str | None = None
-    command: str = ""
     fp16_safe_norm: bool = False
-    options: dict = field(default_factory=dict)
+    command: str = ""
+    stages: StageOptions = field(default_factory=StageOptions)
 
 
-# Steps run after the targets, in order, if their module exists; each has apply(ctx, report) and may add keys
-# to report["artifacts"] entries, write files beside them, or move a variant out of the shipped set.
-POST_STEPS = ["depthport.verify.step", "depthport.bench.step", "depthport.report.step", "depthport.report.card_step"]
-
-
-def post_steps() -> list:
-    import importlib
-
-    steps = []
-    for name in POST_STEPS:
-        try:
-            steps.append(importlib.import_module(name))
-        except ModuleNotFoundError as exc:
-            if not (exc.name and name.startswith(exc.name)):
-                raise
-    return steps
-
-
-def parse_targets(text: str) -> list[str]:
-    known = load_all()
+def parse_targets(text: str) -> tuple[str, ...]:
+    """'litert-fp32,onnx' -> the target names, all known, or an InputError before any work."""
     names = [t.strip() for t in text.split(",") if t.strip()]
     if not names:
         raise InputError("no targets given")
-    unknown = [t for t in names if t not in known]
+    unknown = [t for t in names if t not in TARGETS]
     if unknown:
-        raise InputError(f"unknown target(s) {', '.join(unknown)}; available: {', '.join(sorted(known))}")
-    return names
+        raise InputError(f"unknown target(s) {', '.join(unknown)}; available: {', '.join(sorted(TARGETS))}")
+    return tuple(names)
 
 
-def rewrite_ledger(spec, built, req: ExportRequest, names: list[str]) -> list[dict]:
-    """Each rewrite's effect on one built-in natural image at the export shape.
-
-    The input-normalisation fold changes what the input means, so it is checked by the tests, not here.
-    """
+def ledger_stage(ctx: ExportContext, report: dict) -> None:
+    """Each rewrite's effect on one built-in natural image at the export shape. The input-normalisation fold
+    changes what the input means, so it is checked by the tests, not here."""
     import skimage.data
-
     from PIL import Image
 
     from .preprocess import to_tensor
     from .rewrites.ledger import measure
 
-    image = Image.fromarray(skimage.data.chelsea())
-    x = to_tensor(image, req.input_hw)
-    return measure(lambda r: build(spec, req.input_hw, built.weights, rewrites=r, pos_formula=built.pos_formula).model,
-                   [n for n in names if n != "fold_input_normalization"], x)
+    if "ledger" in ctx.options.skip:
+        return
+    b = ctx.built
+    x = to_tensor(Image.fromarray(skimage.data.chelsea()), b.input_hw)
+    report["rewrite_ledger"] = measure(
+        lambda r: build(b.spec, b.input_hw, b.weights, rewrites=r, pos_formula=b.pos_formula).model,
+        [n for n in b.rewrites if n != "fold_input_normalization"], x)
 
 
-def run_export(req: ExportRequest, progress=None) -> dict:
-    """Export every requested target into ``req.out_dir`` (staged beside it, moved into place at the end) and
-    write report.json; returns the report."""
-    spec = get_spec(req.model)
-    require_folder(req.out_dir)
-    targets = load_all()
-    step = progress or (lambda msg: None)
-    step(f"building {spec.id} at {req.input_hw[0]}x{req.input_hw[1]}")
-    names = default_rewrites(req.resize, req.fold_normalization, req.fp16_safe_norm)
-    built = build(spec, req.input_hw, req.weights, rewrites=names, pos_formula=req.pos_formula)
-    with staged(req.out_dir) as staging:
-        report = _export_into(staging, req, spec, built, names, targets, step)
-        report["written_files"] = written(staging) + ["report.json"]
-        write_text(staging / "report.json", dumps(report))
+def export_stage(ctx: ExportContext, report: dict) -> None:
+    """Write one file per requested target."""
+    for i, name in enumerate(report["targets"], 1):
+        ctx.detail(f"{name} ({i}/{len(report['targets'])})")
+        report["artifacts"].append(TARGETS[name](ctx))
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    run: Callable[[ExportContext, dict], None]
+
+
+STAGES = (
+    Stage("rewrite ledger", ledger_stage),
+    Stage("export", export_stage),
+    Stage("check", check_stage.apply),
+    Stage("verify", verify_stage.apply),
+    Stage("bench", bench_stage.apply),
+    Stage("report", report_stage.apply),
+    Stage("card", card_stage.apply),
+)
+
+
+class Quiet:
+    """The progress reporter that shows nothing (output not a terminal, --quiet, or a library call)."""
+
+    def stage(self, name: str):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def detail(self, text: str) -> None:
+        pass
+
+
+def run_export(opts: ExportOptions, progress=None) -> dict:
+    """Run every stage for ``opts`` and write report.json; returns the report. ``progress`` shows the stages
+    (``cli.progress.StageProgress``)."""
+    progress = progress or Quiet()
+    spec = get_spec(opts.model)
+    require_folder(opts.out_dir)
+    with progress.stage(f"build {spec.id} at {opts.input_hw[0]}x{opts.input_hw[1]}"):
+        names = default_rewrites(opts.resize, opts.fold_normalization, opts.fp16_safe_norm)
+        built = build(spec, opts.input_hw, opts.weights, rewrites=names, pos_formula=opts.pos_formula)
+    with staged(opts.out_dir) as folder:
+        ctx = ExportContext(built, folder, spec.id.replace("-", "_"), options=opts.stages, progress=progress)
+        report = new_report(opts, spec, built)
+        for stage in STAGES:  # a stage skipped on request records that itself (verify: every file unverified)
+            skipped = stage.name.split()[-1] in ctx.options.skip
+            with progress.stage(stage.name + (" (skipped on request)" if skipped else "")):
+                stage.run(ctx, report)
+        report["written_files"] = written(folder) + ["report.json"]
+        write_text(folder / "report.json", dumps(report))
     return report
 
 
-def base_model(spec, weights) -> str | None:
+def base_model(spec: ModelSpec, weights) -> str | None:
     """The Hub repo the weights came from (the model's published repo for a local checkpoint); None when random."""
     if weights.random:
         return None
@@ -104,36 +138,26 @@ def base_model(spec, weights) -> str | None:
     return spec.hf_repo or spec.official_repo or None
 
 
-def _export_into(folder: Path, req: ExportRequest, spec, built, names: list[str], targets, step) -> dict:
-    ctx = ExportContext(built, folder, spec.id.replace("-", "_"), options=dict(req.options))
-    report = {
+def new_report(opts: ExportOptions, spec: ModelSpec, built) -> dict:
+    """report.json before the stages fill in the artifacts and their checks."""
+    return {
         "model": spec.id,
         "weights": "random" if built.weights.random else built.weights.source,
         "random_weights": built.weights.random,
         "weights_detail": {"source": built.weights.source, "format": built.weights.format,
                            "revision": built.weights.revision, "licence": spec.licence},
         "base_model": base_model(spec, built.weights),
-        "input_shape": [1, 3, *req.input_hw],
+        "input_shape": [1, 3, *opts.input_hw],
         "output": spec.output,
         "output_space": spec.output_space,
-        "normalization": "folded (input RGB 0..1)" if req.fold_normalization else "ImageNet mean/std, RGB, x/255",
+        "normalization": "folded (input RGB 0..1)" if opts.fold_normalization else "ImageNet mean/std, RGB, x/255",
         "pos_embed_formula": built.pos_formula,
-        "rewrites": names,
-        "command": req.command,
+        "rewrites": built.rewrites,
+        "targets": list(opts.targets),
+        "command": opts.command,
         "versions": versions(),
         "machine": machine(),
-        "skipped": sorted(ctx.options.get("skip", set())),
+        "skipped": sorted(opts.stages.skip),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "artifacts": [],
     }
-    if "ledger" not in ctx.options.get("skip", set()):
-        step("measuring each rewrite's numerical effect")
-        report["rewrite_ledger"] = rewrite_ledger(spec, built, req, names)
-    for name in req.targets:
-        step(f"exporting {name}")
-        report["artifacts"].append(targets[name](ctx))
-    for module in post_steps():
-        step(f"{module.__name__.rsplit('.', 2)[-2]}: {module.__doc__.strip().splitlines()[0] if module.__doc__ else ''}")
-        module.apply(ctx, report)
-    return report
-
-

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from .argtypes import check_output_file
+from .outdir import check_output_file
 from .atomic import atomic_path
-from .preprocess import InputError, da3_input, load_image, to_tensor
+from .preprocess import InputError, load_image, to_tensor
+from .registry import MODELS
 from .runtimes import load_runner
 from .visualize import colorize
 
@@ -28,12 +29,15 @@ def export_report(model_path: Path) -> dict:
 
 def model_input(image: Image.Image, model_path: Path, hw: tuple[int, int], letterbox: bool = False) -> np.ndarray:
     """The file's input for ``image``, as its export's report describes it: un-normalised when the ImageNet
-    normalisation was folded into the model; DA3's own resize for Depth Anything 3 files."""
+    normalisation was folded into the model; resized as the family of the report's model prepares images (e.g.
+    Depth Anything 3's own area/cubic resize), or letterboxed on request. Without a report naming a known model,
+    a bicubic stretch."""
     report = export_report(model_path)
     normalize = "folded" not in str(report.get("normalization", ""))
-    if not letterbox and str(report.get("model", "")).startswith("da3"):
-        return da3_input(image, hw, normalize=normalize)
-    return to_tensor(image, hw, normalize=normalize, letterbox=letterbox)
+    spec = MODELS.get(str(report.get("model", "")))
+    if letterbox or spec is None:
+        return to_tensor(image, hw, normalize=normalize, letterbox=letterbox)
+    return spec.preprocess(image, hw, normalize)
 
 
 def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path, out_npy: str | Path | None = None,

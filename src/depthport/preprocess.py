@@ -38,13 +38,6 @@ def size_from_aspect(long_side: int, aspect: str, multiple: int = PATCH) -> tupl
     return (long_side, short) if ah >= aw else (short, long_side)
 
 
-def fit_size(image_hw: tuple[int, int], long_side: int, multiple: int = PATCH) -> tuple[int, int]:
-    """Upper-bound resize: the longer side becomes ``long_side``; each side then to the nearest multiple."""
-    h, w = image_hw
-    scale = long_side / max(h, w)
-    return tuple(max(multiple, round(s * scale / multiple) * multiple) for s in (h, w))
-
-
 def load_image(path: str | Path) -> Image.Image:
     """An RGB image; a path that is not a readable image, or an image that cannot become RGB without guessing,
     is an InputError (one line, exit status 2).

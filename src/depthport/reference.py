@@ -9,21 +9,20 @@ from importlib.metadata import version
 import torch
 from torch import nn
 
-from .models.depth_anything_v2 import CONFIGS
-from .registry import ModelSpec
+from .spec import ModelSpec
 from .weights import LoadedWeights
-from .weights.formats import OFFICIAL, TRANSFORMERS
+from .weights.formats import TRANSFORMERS
 
 
 def transformers_config(spec: ModelSpec):
     """The transformers DepthAnythingConfig for one of our Depth Anything V2 sizes."""
     from transformers import DepthAnythingConfig, Dinov2Config
 
-    cfg = CONFIGS[spec.config]
+    cfg = spec.model_config
     vit, dpt = cfg.vit, cfg.dpt
     backbone = Dinov2Config(
         hidden_size=vit.dim, num_hidden_layers=vit.depth, num_attention_heads=vit.heads, mlp_ratio=int(vit.mlp_ratio),
-        patch_size=vit.patch, image_size=vit.patch * vit.pretrain_grid, layerscale_value=1.0,
+        patch_size=vit.patch, image_size=vit.pretrain_hw[0], layerscale_value=1.0,
         out_indices=[i + 1 for i in cfg.layers], apply_layernorm=True, reshape_hidden_states=False,
     )
     return DepthAnythingConfig(
@@ -145,13 +144,11 @@ def _official_da3(spec: ModelSpec) -> nn.Module:
     from depth_anything_3.model.dinov2.vision_transformer import DinoVisionTransformer
     from depth_anything_3.model.dualdpt import DualDPT
 
-    from .models.depth_anything_v3 import CONFIGS as DA3_CONFIGS
-
-    cfg = DA3_CONFIGS[spec.config]
+    cfg = spec.model_config
     vit, head = cfg.vit, cfg.head
     backbone = OfficialDinoV2("vits", list(cfg.out_layers), cfg.alt_start, cfg.qknorm_start, cfg.rope_start)
     backbone.pretrained = DinoVisionTransformer(
-        img_size=vit.patch * vit.pretrain_grid, patch_size=vit.patch, embed_dim=vit.dim, depth=vit.depth,
+        img_size=vit.pretrain_hw[0], patch_size=vit.patch, embed_dim=vit.dim, depth=vit.depth,
         num_heads=vit.heads, mlp_ratio=vit.mlp_ratio, alt_start=cfg.alt_start, qknorm_start=cfg.qknorm_start,
         rope_start=cfg.rope_start, rope_freq=cfg.rope_base, cat_token=True,
     )
@@ -160,12 +157,7 @@ def _official_da3(spec: ModelSpec) -> nn.Module:
 
 
 def reference_model(spec: ModelSpec, weights: LoadedWeights) -> nn.Module:
-    """The upstream code that matches the weights' source: official ``.pth`` checkpoints get the official
-    position-embedding resampling, transformers-format and random weights get transformers as it is."""
-    if spec.family == "depth-anything-v2":
-        if weights.format == OFFICIAL.name:
-            return OfficialResamplingReference(spec, weights)
-        return TransformersReference(spec, weights)
-    if spec.family == "depth-anything-3":
-        return OfficialDA3Reference(spec, weights)
-    raise ValueError(f"no reference implementation for {spec.family}")
+    """The upstream code that matches the model and the weights' source, as ``spec``'s family chooses it (Depth
+    Anything V2: official ``.pth`` checkpoints get the official position-embedding resampling, transformers-format
+    and random weights get transformers as it is; Depth Anything 3: the `depth-anything-3` package)."""
+    return spec.arch.reference(spec, weights)

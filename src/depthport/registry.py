@@ -1,54 +1,42 @@
-"""Model ids: which architecture, which upstream weights, which licence, which default export shape."""
+"""Model ids: which family and size, which upstream weights, which licence, which default export shape.
+
+Adding a size is one entry here plus its config in `models.configs`; adding a family is a `families` module too.
+Every id names a ``tiny`` config, and that config is registered as a hidden id: the tests export it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .errors import InputError
+from .families.da2 import DA2
+from .families.da3 import DA3
+from .spec import ModelSpec
 
-from .preprocess import InputError
+__all__ = ["MODELS", "ModelSpec", "get_spec", "tiny_spec"]
 
-
-@dataclass(frozen=True)
-class ModelSpec:
-    id: str
-    family: str
-    config: str
-    licence: str
-    hf_repo: str
-    official_repo: str
-    official_file: str
-    default_hw: tuple[int, int] = (518, 686)
-    output: str = "relative inverse depth (larger = nearer), shape [1, H, W]"
-    hidden: bool = False
-    pos_formula: str | None = None  # position-embedding resampling fixed by the architecture (else: the weights')
-    channel_dim: bool = False  # output [1, 1, H, W] instead of [1, H, W]
-    output_space: str = "inverse depth"  # what the output measures: "inverse depth" (larger = nearer) or "depth"
-
-    @property
-    def pretrain_hw(self) -> tuple[int, int]:
-        return (518, 518)
-
-    def output_shape(self, input_hw: tuple[int, int]) -> list[int]:
-        return [1, 1, *input_hw] if self.channel_dim else [1, *input_hw]
-
-
+DA2_OUTPUT = "relative inverse depth (larger = nearer), shape [1, H, W]"
 DA3_OUTPUT = "depth up to scale (larger = farther), exp of the head's logit, shape [1, 1, H, W]"
+_DA2 = dict(arch=DA2, tiny="tiny", output=DA2_OUTPUT, output_space="inverse depth")
+_DA3 = dict(arch=DA3, tiny="tiny", output=DA3_OUTPUT, output_space="depth", channel_dim=True, pos_formula="official")
 
 MODELS = {
     s.id: s
     for s in [
-        ModelSpec("da2-small", "depth-anything-v2", "small", "Apache-2.0", "depth-anything/Depth-Anything-V2-Small-hf",
-                  "depth-anything/Depth-Anything-V2-Small", "depth_anything_v2_vits.pth"),
-        ModelSpec("da2-base", "depth-anything-v2", "base", "CC-BY-NC-4.0", "depth-anything/Depth-Anything-V2-Base-hf",
-                  "depth-anything/Depth-Anything-V2-Base", "depth_anything_v2_vitb.pth"),
-        ModelSpec("da2-large", "depth-anything-v2", "large", "CC-BY-NC-4.0", "depth-anything/Depth-Anything-V2-Large-hf",
-                  "depth-anything/Depth-Anything-V2-Large", "depth_anything_v2_vitl.pth"),
-        ModelSpec("da2-tiny", "depth-anything-v2", "tiny", "Apache-2.0", "", "", "", default_hw=(56, 70), hidden=True),
-        ModelSpec("da3-small", "depth-anything-3", "small", "Apache-2.0", "", "depth-anything/DA3-SMALL",
-                  "model.safetensors", default_hw=(896, 504), output=DA3_OUTPUT, pos_formula="official",
-                  channel_dim=True, output_space="depth"),
-        ModelSpec("da3-tiny", "depth-anything-3", "tiny", "Apache-2.0", "", "", "", default_hw=(70, 42),
-                  output=DA3_OUTPUT, hidden=True, pos_formula="official", channel_dim=True,
-                  output_space="depth"),
+        ModelSpec(id="da2-small", config="small", licence="Apache-2.0", default_hw=(518, 686),
+                  hf_repo="depth-anything/Depth-Anything-V2-Small-hf",
+                  official_repo="depth-anything/Depth-Anything-V2-Small", official_file="depth_anything_v2_vits.pth",
+                  **_DA2),
+        ModelSpec(id="da2-base", config="base", licence="CC-BY-NC-4.0", default_hw=(518, 686),
+                  hf_repo="depth-anything/Depth-Anything-V2-Base-hf",
+                  official_repo="depth-anything/Depth-Anything-V2-Base", official_file="depth_anything_v2_vitb.pth",
+                  **_DA2),
+        ModelSpec(id="da2-large", config="large", licence="CC-BY-NC-4.0", default_hw=(518, 686),
+                  hf_repo="depth-anything/Depth-Anything-V2-Large-hf",
+                  official_repo="depth-anything/Depth-Anything-V2-Large", official_file="depth_anything_v2_vitl.pth",
+                  **_DA2),
+        ModelSpec(id="da2-tiny", config="tiny", licence="Apache-2.0", default_hw=(56, 70), hidden=True, **_DA2),
+        ModelSpec(id="da3-small", config="small", licence="Apache-2.0", default_hw=(896, 504),
+                  official_repo="depth-anything/DA3-SMALL", official_file="model.safetensors", **_DA3),
+        ModelSpec(id="da3-tiny", config="tiny", licence="Apache-2.0", default_hw=(70, 42), hidden=True, **_DA3),
     ]
 }
 
@@ -59,3 +47,11 @@ def get_spec(model_id: str) -> ModelSpec:
     except KeyError:
         known = ", ".join(k for k, s in MODELS.items() if not s.hidden)
         raise InputError(f"unknown model {model_id!r}; supported: {known}") from None
+
+
+def tiny_spec(spec: ModelSpec) -> ModelSpec:
+    """The registered id of ``spec``'s tiny config (same family, config ``spec.tiny``)."""
+    for candidate in MODELS.values():
+        if candidate.arch is spec.arch and candidate.config == spec.tiny:
+            return candidate
+    raise LookupError(f"{spec.id}: its tiny config {spec.tiny!r} is not a registered id")

@@ -99,12 +99,3 @@ def describe(info: dict) -> str:
     """One line: CPU model, cores, threads used, ISA features present."""
     threads = f", {info['threads']} threads" if info.get("threads") is not None else ""
     return f"{info['cpu']}, {info['cores']} cores{threads}; {isa_text(info.get('isa') or {})}"
-
-
-def versions() -> dict[str, str]:
-    """Package versions (the report's provenance), wherever this checkout keeps them."""
-    try:
-        from ..report.provenance import versions as _versions
-    except ImportError:  # older layout
-        from ..pipeline import versions as _versions
-    return _versions()

@@ -82,7 +82,7 @@ def input_hw(spec: ProbeSpec) -> tuple[int, int]:
 
 
 def cache_dir(spec: ProbeSpec) -> Path:
-    from .machine import versions
+    from ..report.provenance import versions
 
     v = versions()
     tag = "-".join(v.get(k, "na") for k in ("depthport", "torch", "litert-torch", "ai-edge-quantizer"))
@@ -152,7 +152,7 @@ class ChainRunner:
         from ai_edge_litert.compiled_model import CompiledModel
 
         from ..check.tflite_graph import read_graph
-        from ..runtimes.litert_gpu import compiled_options
+        from ..runtimes.litert_options import compiled_options
 
         graph = read_graph(path)
         inp, out = graph.tensors[graph.inputs[0]], graph.tensors[graph.outputs[0]]

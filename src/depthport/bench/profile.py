@@ -18,10 +18,10 @@ MACs counted from the graph give GMAC/s per MAC op type.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
+
+from .timing import child_json
 
 METHOD = ("LiteRT's own profiler (C API of the wheel's libLiteRt.so via ctypes: runtime option enable_profiling, "
           "LiteRtCompiledModelGetProfiler, LiteRtGetProfilerEvents) in a child process; per-op events as XNNPACK "
@@ -109,12 +109,9 @@ def profile_tflite(path: str | Path, threads: int = 2, runs: int = 5, warmup: in
         return {"error": f"--profile takes a .tflite file: {path}"}
     code = ("from depthport.bench.profile import _child; "
             f"_child({str(path)!r}, {int(threads)}, {int(runs)}, {int(warmup)})")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"profiler child exited {proc.returncode}: {tail}"}
-    raw = json.loads(lines[-1])
+    raw = child_json(code, timeout, "profiler child")
+    if "error" in raw:
+        return raw
     out = summarize_events(raw["events"], runs)
     out.update(method=METHOD, threads=threads, warmup=warmup, file=path.name)
     return out

@@ -3,14 +3,13 @@
 Beside each latency: GMAC counted from the file's graph, GMAC/s and % of this machine's FP32 GEMM peak, measured
 by the small GEMM probe (``bench.probe.SMALL``: 4 FULLY_CONNECTED 384<->1536 on 1814 tokens, FP32 only, to keep
 the export fast; ``depthport bench`` runs the full 16-layer chain and the INT8 chains) timed in the same rounds.
-ctx.options["probe"] = False skips the probe.
+``ctx.options.probe = False`` skips the probe.
 """
 
 from __future__ import annotations
 
-from ..preprocess import InputError
+from ..errors import InputError, error_text
 from ..runtimes import load_runner
-from ..verify.parity import error_text
 from . import roofline
 from .machine import describe, machine_info
 from .probe import SMALL, probe_entries, summarize
@@ -20,9 +19,9 @@ ROUNDS, ITERS, WARMUP = 3, 2, 1
 
 
 def apply(ctx, report: dict) -> None:
-    if "bench" in ctx.options.get("skip", ()):
+    if "bench" in ctx.options.skip:
         return
-    threads = int(ctx.options.get("threads") or 2)
+    threads = ctx.options.threads
     entries, timed = [], []
     for art in report["artifacts"]:
         if art.get("runnable_here") is False:
@@ -37,7 +36,7 @@ def apply(ctx, report: dict) -> None:
     if not entries:
         return
     n_files, probe_note = len(entries), _add_probe(ctx, entries, threads)
-    records = time_interleaved(entries, rounds=ROUNDS, warmup=WARMUP, iters=ITERS)
+    records = time_interleaved(entries, rounds=ROUNDS, warmup=WARMUP, iters=ITERS, progress=ctx.detail)
     probe = summarize(SMALL, records[n_files:], threads) if len(records) > n_files else None
     machine = machine_info(threads)
     cache: dict = {}
@@ -57,8 +56,8 @@ def apply(ctx, report: dict) -> None:
 
 def _add_probe(ctx, entries: list, threads: int) -> str | None:
     """Append the small FP32 GEMM probe to ``entries``; returns why not when it is skipped or fails."""
-    if ctx.options.get("probe", True) is False:
-        return "ctx.options['probe'] is False"
+    if not ctx.options.probe:
+        return "the probe was switched off (options.probe)"
     try:
         entries += probe_entries(SMALL, threads, kinds=("fp32",))
     except (RuntimeError, ValueError, OSError, ImportError) as exc:

@@ -73,14 +73,6 @@ def time_interleaved(entries: list[Entry], rounds: int = 6, warmup: int = 1, ite
     return records
 
 
-# Python modules of each runtime, imported before the baseline so that the delta is the model's, not the library's.
-_RUNTIME_MODULES = {
-    ".tflite": ("ai_edge_litert.compiled_model", "ai_edge_litert.interpreter", "depthport.runtimes.litert"),
-    ".pte": ("executorch.runtime", "depthport.runtimes.executorch"),
-    ".onnx": ("onnxruntime", "depthport.runtimes.onnx"),
-}
-
-
 def _peak_rss_kb() -> int:
     """This process's peak RSS in kB. VmHWM is reset by exec; ru_maxrss (the fallback) is inherited over fork."""
     try:
@@ -95,16 +87,12 @@ def _peak_rss_kb() -> int:
 
 
 def _memory_child(path: str, threads: int, options: dict) -> None:
-    import importlib
-
     from depthport.quiet import native_stderr_muted
-    from depthport.runtimes import load_runner
+    from depthport.runtimes.base import load_runner, runner_class
 
-    for name in _RUNTIME_MODULES.get(Path(path).suffix, ()):
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
+    cls = runner_class(Path(path).suffix)
+    if cls is not None:  # the runtime's Python modules are imported before the baseline: the delta is the model's
+        cls.import_library()
     before = _peak_rss_kb()
     with native_stderr_muted():
         runner = load_runner(path, threads=threads, **options)
@@ -121,9 +109,15 @@ def peak_memory(path: str | Path, threads: int = 2, timeout: float = 900, **opti
         return {"error": f"model file not found: {path}"}
     code = ("from depthport.bench.timing import _memory_child; "
             f"_memory_child({str(Path(path))!r}, {int(threads)}, {options!r})")
+    return child_json(code, timeout)
+
+
+def child_json(code: str, timeout: float, what: str = "child") -> dict:
+    """Run ``code`` in a fresh Python process: the last stdout line that starts with "{", parsed, or
+    {"error": ...} with the exit status and the last line of stderr when there is none or the child failed."""
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"child exited {proc.returncode}: {tail}"}
+        return {"error": f"{what} exited {proc.returncode}: {tail}"}
     return json.loads(lines[-1])

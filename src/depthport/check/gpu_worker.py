@@ -16,6 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from depthport.runtimes.litert_options import compiled_options
+from depthport.verify.metrics import pearson, rel_l2
+
 SIGNATURE = 0
 
 
@@ -25,19 +28,12 @@ def _write(out: Path, result: dict) -> None:
     tmp.replace(out)
 
 
-def _options(gpu: bool, enforce_f32: bool):
-    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
-    from ai_edge_litert.options import CpuOptions, GpuOptions, Options
-
-    if gpu:
-        return Options(hardware_accelerators=HardwareAccelerator.GPU, gpu_options=GpuOptions(enforce_f32=enforce_f32))
-    return Options(hardware_accelerators=HardwareAccelerator.CPU, cpu_options=CpuOptions(num_threads=os.cpu_count() or 1))
-
-
 def _compile(path: str, gpu: bool, enforce_f32: bool):
+    """GPU only (no CPU fallback), or the CPU with every core."""
     from ai_edge_litert.compiled_model import CompiledModel
 
-    return CompiledModel.from_file(path, options=_options(gpu, enforce_f32))
+    options = compiled_options("gpu" if gpu else "cpu", "fp32" if enforce_f32 else "fp16", os.cpu_count() or 1)
+    return CompiledModel.from_file(path, options=options)
 
 
 def _random_inputs(model, seed: int) -> dict[str, np.ndarray]:
@@ -72,16 +68,13 @@ def _run(model, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
     return outs
 
 
-def compare(gpu: list[np.ndarray], cpu: list[np.ndarray]) -> tuple[float, float | None]:
-    """Relative L2 ||gpu-cpu||/||cpu|| and Pearson r over all outputs concatenated."""
+def compare(gpu: list[np.ndarray], cpu: list[np.ndarray]) -> tuple[float, float]:
+    """Relative L2 ||gpu-cpu||/||cpu|| and Pearson r over all outputs concatenated (``verify.metrics``)."""
     a = np.concatenate([x.astype(np.float64).ravel() for x in gpu])
     b = np.concatenate([x.astype(np.float64).ravel() for x in cpu])
     if a.shape != b.shape:
         raise ValueError(f"GPU output size {a.size} != CPU output size {b.size}")
-    norm = np.linalg.norm(b)
-    rel = float(np.linalg.norm(a - b) / norm) if norm > 0 else float(np.linalg.norm(a - b))
-    pearson = float(np.corrcoef(a, b)[0, 1]) if a.std() > 0 and b.std() > 0 else None
-    return rel, pearson
+    return rel_l2(a, b), pearson(a, b)
 
 
 def _numeric(path: str, model, enforce_f32: bool, seed: int) -> dict:
@@ -90,9 +83,9 @@ def _numeric(path: str, model, enforce_f32: bool, seed: int) -> dict:
     gpu_out = _run(model, inputs)
     gpu_s = time.perf_counter() - start
     cpu_out = _run(_compile(path, gpu=False, enforce_f32=enforce_f32), inputs)
-    rel, pearson = compare(gpu_out, cpu_out)
+    rel, corr = compare(gpu_out, cpu_out)
     return {"file": path, "input_shapes": {k: list(v.shape) for k, v in inputs.items()},
-            "rel_l2": rel, "pearson": pearson, "gpu_run_s": round(gpu_s, 3)}
+            "rel_l2": rel, "pearson": corr, "gpu_run_s": round(gpu_s, 3)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -71,10 +71,6 @@ class OpInfo:
         """Inputs without the optional (-1) slots."""
         return tuple(t for t in self.inputs if t is not None)
 
-    @property
-    def runtime_inputs(self) -> tuple[TensorInfo, ...]:
-        return tuple(t for t in self.present_inputs if not t.is_constant)
-
     def describe_shapes(self) -> str:
         ins = " ".join(t.describe() if t else "-" for t in self.inputs)
         outs = " ".join(t.describe() for t in self.outputs)

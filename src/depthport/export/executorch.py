@@ -24,10 +24,9 @@ from torch import nn
 
 from ..atomic import atomic_path
 from ..models.layers import Mlp, Resize, ScaleNorm
-from ..preprocess import InputError
-from ..report.schema import set_check
-from .delegation import delegation_report, delegation_verdict
-from .targets import ExportContext, artifact_entry, target
+from ..errors import InputError, MissingDependency
+from .context import ExportContext, artifact_entry
+from .delegation import delegation_report
 
 
 def fp16_norm_scale(dim: int) -> float:
@@ -216,24 +215,19 @@ def _sample(ctx: ExportContext) -> torch.Tensor:
 def _xnnpack(ctx: ExportContext, name: str, precision: str, module: nn.Module, changes: list[str], **extra) -> dict:
     manager, report = lower_xnnpack(module, _sample(ctx))
     path = write_pte(manager, ctx.out_dir / f"{ctx.stem}_{name.replace('-', '_')}.pte")
-    ctx.cache[name] = path
-    entry = artifact_entry(ctx, path, name, precision=precision, runtime="executorch", backend="xnnpack",
-                           delegation=report, backend_form=changes, **extra)
-    set_check(entry, "delegation", delegation_verdict(report, "XNNPACK"), required=True)
-    return entry
+    ctx.files[name] = path
+    return artifact_entry(ctx, path, name, precision=precision, runtime="executorch", backend="xnnpack",
+                          delegation=report, backend_form=changes, **extra)
 
 
-@target("xnnpack-fp32")
 def xnnpack_fp32(ctx: ExportContext) -> dict:
     return _xnnpack(ctx, "xnnpack-fp32", "fp32", *backend_form(ctx.built.model, **FORMS["fp32"]))
 
 
-@target("xnnpack-fp16")
 def xnnpack_fp16(ctx: ExportContext) -> dict:
     return _xnnpack(ctx, "xnnpack-fp16", "fp16", *backend_form(ctx.built.model, **FORMS["xnnpack-fp16"]))
 
 
-@target("xnnpack-int8")
 def xnnpack_int8(ctx: ExportContext) -> dict:
     module, changes = backend_form(ctx.built.model, **FORMS["fp32"])
     return _xnnpack(ctx, "xnnpack-int8", "int8", quantize_dynamic_int8(module, _sample(ctx)), changes,
@@ -250,7 +244,7 @@ def _coremltools():
     try:
         import coremltools as ct
     except ImportError as exc:
-        raise InputError(f"coreml target needs coremltools (pip install coremltools): {exc}") from None
+        raise MissingDependency("coremltools", "the coreml target") from exc
     return ct
 
 
@@ -318,7 +312,6 @@ def _tree_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-@target("coreml")
 def coreml(ctx: ExportContext) -> dict:
     """Core ML through ExecuTorch (.pte) and coremltools (.mlpackage). Neither runs on Linux: built and checked
     for structure here, parity measured on Apple hardware only."""
@@ -332,14 +325,12 @@ def coreml(ctx: ExportContext) -> dict:
         mlmodel = convert_mlpackage(module, sample)
     path = write_pte(manager, ctx.out_dir / f"{ctx.stem}_coreml.pte")
     package = save_mlpackage(mlmodel, ctx.out_dir / f"{ctx.stem}_coreml.mlpackage")
-    ctx.cache["coreml"] = path
-    entry = artifact_entry(
+    ctx.files["coreml"] = path
+    return artifact_entry(
         ctx, path, "coreml", precision="fp16", runtime="executorch", backend="coreml", delegation=report,
         backend_form=changes,
         coreml={"compute_precision": "float16", "compute_units": "ALL", "minimum_deployment_target": COREML_TARGET},
         mlpackage={"file": package.name, "bytes": _tree_bytes(package), **mlpackage_summary(mlmodel)},
         runnable_here=False,
         parity_note="Core ML runs only on Apple platforms: parity was not measured on this machine")
-    set_check(entry, "delegation", delegation_verdict(report, "Core ML"), required=True)
-    return entry
 

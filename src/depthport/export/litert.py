@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from ..atomic import atomic_path
-from .targets import ExportContext, artifact_entry, target
+from .context import ExportContext, artifact_entry
 
 
 def verbose() -> bool:
@@ -36,17 +36,13 @@ def export_tflite(model: nn.Module, input_hw: tuple[int, int], path: str | Path)
 
 
 def tflite_entry(ctx: ExportContext, path: Path, name: str, **extra) -> dict:
-    """Report entry of a .tflite: size, shapes, op statistics and the static GPU check."""
+    """Report entry of a .tflite: size, shapes and op statistics (its GPU check is the check stage's)."""
     from ..check.tflite_graph import graph_summary
-    from ..check.verdict import check_tflite
 
-    gpu = check_tflite(path)
-    gpu_check = {k: gpu[k] for k in ("gpu_clean", "violations", "static")}
-    return artifact_entry(ctx, path, name, **graph_summary(path), gpu_check=gpu_check, **extra)
+    return artifact_entry(ctx, path, name, **graph_summary(path), **extra)
 
 
-@target("litert-fp32")
 def litert_fp32(ctx: ExportContext) -> dict:
     path = export_tflite(ctx.built.model, ctx.built.input_hw, ctx.out_dir / f"{ctx.stem}_fp32.tflite")
-    ctx.cache["litert-fp32"] = path
+    ctx.files["litert-fp32"] = ctx.fp32_source = path
     return tflite_entry(ctx, path, "litert-fp32", precision="fp32")

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from ..atomic import atomic_path
-from .targets import ExportContext, artifact_entry, target
+from .context import ExportContext, artifact_entry
 
 OPSET = 18
 INPUT_NAME, OUTPUT_NAME = "image", "depth"
@@ -44,8 +44,7 @@ def graph_summary(path: str | Path) -> dict:
     return {"op_count": sum(ops.values()), "op_histogram": dict(sorted(ops.items())), "opset": opset}
 
 
-@target("onnx")
 def onnx_target(ctx: ExportContext) -> dict:
     path = export_onnx(ctx.built.model, ctx.built.input_hw, ctx.out_dir / f"{ctx.stem}.onnx")
-    ctx.cache["onnx"] = path
+    ctx.files["onnx"] = path
     return artifact_entry(ctx, path, "onnx", precision="fp32", runtime="onnxruntime", **graph_summary(path))

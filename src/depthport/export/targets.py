@@ -1,60 +1,30 @@
-"""Export targets by name. Each writes one file into the output folder and returns its report entry.
-
-A target is a function ``(ctx: ExportContext) -> dict``; the dict holds at least file, target, bytes,
-input_shape and output_shape. Modules that add targets register them here with ``@target("name")``.
-"""
+"""Export targets by name, each registered once here. A target writes one file into the output folder, records it
+in ``ctx.files`` and returns its report entry (at least file, target, bytes, input_shape, output_shape); the
+checks of that file are the check stage's."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
+from functools import partial
 from typing import Callable
 
-from ..build import Built
+from . import executorch, litert, litert_variants, onnx
+from .context import ExportContext, artifact_entry
 
-TARGETS: dict[str, Callable[["ExportContext"], dict]] = {}
+TARGETS: dict[str, Callable[[ExportContext], dict]] = {
+    "litert-fp32": litert.litert_fp32,
+    **{name: partial(litert_variants.export_variant, variant=v) for name, v in litert_variants.VARIANTS.items()},
+    "xnnpack-fp32": executorch.xnnpack_fp32,
+    "xnnpack-fp16": executorch.xnnpack_fp16,
+    "xnnpack-int8": executorch.xnnpack_int8,
+    "coreml": executorch.coreml,
+    "onnx": onnx.onnx_target,
+}
 # Targets whose file is meant for the mobile GPU: their GPU verdict decides whether they ship.
 GPU_TARGETS = ("litert-fp32", "litert-fp16")
 
-
-@dataclass
-class ExportContext:
-    built: Built
-    out_dir: Path
-    stem: str
-    options: dict = field(default_factory=dict)
-    cache: dict = field(default_factory=dict)
-
-    @property
-    def input_shape(self) -> list[int]:
-        return [1, 3, *self.built.input_hw]
-
-    @property
-    def output_shape(self) -> list[int]:
-        return self.built.spec.output_shape(self.built.input_hw)
-
-
-def target(name: str):
-    def register(fn):
-        TARGETS[name] = fn
-        return fn
-
-    return register
+__all__ = ["GPU_TARGETS", "TARGETS", "ExportContext", "artifact_entry", "load_all"]
 
 
 def load_all() -> dict[str, Callable[[ExportContext], dict]]:
-    """Import every module that registers targets; returns the registry."""
-    from . import litert  # noqa: F401
-
-    for optional in ("litert_variants", "executorch", "onnx"):
-        try:
-            __import__(f"{__package__}.{optional}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__package__}.{optional}":
-                raise
+    """Every export target by name."""
     return TARGETS
-
-
-def artifact_entry(ctx: ExportContext, path: Path, name: str, **extra) -> dict:
-    return {"file": path.name, "target": name, "bytes": path.stat().st_size, "input_shape": ctx.input_shape,
-            "output_shape": ctx.output_shape, **extra}

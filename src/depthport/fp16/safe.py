@@ -8,7 +8,7 @@ residual stream is already centered); in FP16, ``d * d`` overflows as soon as |d
 
 which is the same number in FP32, bit for bit (scaling by a power of two is exact, and rsqrt(v / k^2) is
 exactly k * rsqrt(v) for k^2 an even power of two), while ``d * d`` now overflows only past |d| > 256 k
-(4096 for C = 384). It costs one MUL per norm. Importing this module registers it as the rewrite
+(4096 for C = 384). It costs one MUL per norm. ``depthport.rewrites`` lists it as the rewrite
 ``fp16_safe_norm``; it acts on ScaleNorm, so it goes after ``fold_layernorm``.
 """
 
@@ -21,7 +21,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..models.layers import ScaleNorm
-from ..rewrites import REWRITES, Rewrite
 
 
 def default_scale(dim: int) -> int:
@@ -56,10 +55,3 @@ def fp16_safe_norm(model: nn.Module) -> None:
                 replaced += 1
     if not replaced and any(isinstance(m, nn.LayerNorm) for m in model.modules()):
         raise ValueError("fp16_safe_norm acts on folded norms: apply fold_layernorm first")
-
-
-REWRITE = Rewrite("fp16_safe_norm", fp16_safe_norm, True,
-                  "folded LayerNorm variance computed on x/k (k = power of two near sqrt(C)): d*d stays finite in "
-                  "FP16 up to |d| < 256k instead of 256; identical in FP32, one extra MUL per norm",
-                  requires=("fold_layernorm",))
-REWRITES.setdefault(REWRITE.name, REWRITE)

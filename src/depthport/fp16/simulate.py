@@ -29,11 +29,12 @@ import copy
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
+
+from ..verify.metrics import pearson, pooled_rel_l2
 
 FP16_MAX = 65504.0
 # Above this relative L2 error FP16 compute counts as wrong (same tolerance as the runtime check's FP16 runs).
@@ -273,22 +274,6 @@ def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
-def _rel(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
-    err = sum(float((x - y).square().sum(dtype=torch.float64)) for x, y in zip(a, b))
-    ref = sum(float(y.square().sum(dtype=torch.float64)) for y in b)
-    if not math.isfinite(err):
-        return float("inf")
-    return float(np.sqrt(err / ref)) if ref > 0 else (0.0 if err == 0 else float("inf"))
-
-
-def _pearson(a: np.ndarray, b: np.ndarray) -> float:
-    if not np.all(np.isfinite(a)):
-        return float("nan")
-    da, db = a - a.mean(), b - b.mean()
-    na, nb = np.sqrt((da * da).sum()), np.sqrt((db * db).sum())
-    return float((da * db).sum() / (na * nb)) if na > 0 and nb > 0 else (1.0 if np.array_equal(a, b) else 0.0)
-
-
 def fp16_copy(model: nn.Module) -> nn.Module:
     """A deep copy whose parameters and buffers are rounded to float16 (kept in float32 storage)."""
     sim = copy.deepcopy(model).eval()
@@ -335,7 +320,7 @@ def _simulated_run(sim: nn.Module, x: torch.Tensor, trace: _Trace, stored: dict,
         if key not in stored:
             return
         outs, ref = _floats(out), stored.pop(key)
-        err = last[1] if last[0] is not None and _same(outs, last[0]) else _rel(outs, ref)
+        err = last[1] if last[0] is not None and _same(outs, last[0]) else pooled_rel_l2(zip(outs, ref))
         last[:] = outs, err
         layer_err[key[0]] = max(layer_err.get(key[0], 0.0), err)
 
@@ -364,23 +349,19 @@ def simulate_fp16(model: nn.Module, inputs, accumulate: str = "fp16", block: int
     sim = fp16_copy(model)
     fp32_trace, sim_trace = _Trace(), _Trace()
     layer_err: dict[str, float] = {}
-    err_sum = ref_sum = 0.0
-    pearsons = []
+    pairs = []
     for x in inputs:
         ref, stored = _reference_run(model, x, fp32_trace, store_limit)
         out = _simulated_run(sim, x, sim_trace, stored, layer_err, accumulate, block)
-        a, b = out.double().numpy().ravel(), ref.double().numpy().ravel()
-        err_sum += float(((a - b) ** 2).sum()) if np.all(np.isfinite(a)) else float("inf")
-        ref_sum += float((b * b).sum())
-        pearsons.append(_pearson(a, b))
-    rel = float(np.sqrt(err_sum / ref_sum)) if ref_sum > 0 else float("inf")
+        pairs.append((out.double().numpy(), ref.double().numpy()))
+    rel = pooled_rel_l2(pairs)
     overflow = list(dict.fromkeys(e.layer for e in sim_trace.events))
     layers = [n for n in layer_err if n != "model"]
     bad = [n for n in layers if layer_err[n] > tol]
     worst = sorted(((n, layer_err[n]) for n in layers), key=lambda p: -p[1])[:5]
     top = max(fp32_trace.max_abs.items(), key=lambda kv: kv[1], default=(None, 0.0))
     return Fp16Prediction(
-        rel_l2=rel, pearson=float(min(pearsons)), overflow_layers=overflow,
+        rel_l2=rel, pearson=min(pearson(a, b) for a, b in pairs), overflow_layers=overflow,
         first_bad_layer=overflow[0] if overflow else (bad[0] if bad else None),
         needs_enforce_f32=bool(overflow) or not math.isfinite(rel) or rel > tol,
         max_abs_fp32=float(top[1]), max_abs_layer=top[0], events=sim_trace.events, worst_layers=worst,

@@ -1,34 +1,16 @@
-"""Depth Anything V2: a DINOv2 encoder and a DPT head, with the configurations of each released size."""
+"""Depth Anything V2: a DINOv2 encoder and a DPT head (configurations of each size: `configs.DA2_CONFIGS`)."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from .dinov2 import DinoV2, ViTConfig
-from .dpt import DPTConfig, DPTHead
+from .configs import DA2_CONFIGS as CONFIGS
+from .configs import DepthAnythingV2Config
+from .dinov2 import DinoV2
+from .dpt import DPTHead
 
-
-@dataclass(frozen=True)
-class DepthAnythingV2Config:
-    vit: ViTConfig
-    dpt: DPTConfig
-    layers: tuple[int, int, int, int]
-
-
-CONFIGS = {
-    "small": DepthAnythingV2Config(ViTConfig(384, 12, 6), DPTConfig(384, (48, 96, 192, 384), 64), (2, 5, 8, 11)),
-    "base": DepthAnythingV2Config(ViTConfig(768, 12, 12), DPTConfig(768, (96, 192, 384, 768), 128), (2, 5, 8, 11)),
-    "large": DepthAnythingV2Config(
-        ViTConfig(1024, 24, 16), DPTConfig(1024, (256, 512, 1024, 1024), 256), (4, 11, 17, 23)
-    ),
-    # The real architecture at toy width and depth, for tests.
-    "tiny": DepthAnythingV2Config(
-        ViTConfig(32, 4, 2, pretrain_grid=4), DPTConfig(32, (8, 16, 24, 32), 16, head_hidden=8), (0, 1, 2, 3)
-    ),
-}
+__all__ = ["CONFIGS", "DepthAnythingV2", "DepthAnythingV2Config"]
 
 
 class DepthAnythingV2(nn.Module):

@@ -1,45 +1,22 @@
 """Depth Anything 3 (monocular depth path): a DINOv2 encoder with QK-norm, 2-D RoPE and a camera token, and
-the DualDPT head's depth branch. Built for one input shape; one view per image.
+the DualDPT head's depth branch. Built for one input shape; one view per image. Configurations of each size:
+`configs.DA3_CONFIGS`.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .dinov2 import DinoV2, ViTConfig
-from .dualdpt import DualDPTConfig, DualDPTHead
+from .configs import DA3_CONFIGS as CONFIGS
+from .configs import DepthAnythingV3Config
+from .dinov2 import DinoV2
+from .dualdpt import DualDPTHead
 from .layers import Block
 from .rope import RopeAttention, RopeTables, token_positions
 
-
-@dataclass(frozen=True)
-class DepthAnythingV3Config:
-    vit: ViTConfig
-    head: DualDPTConfig
-    out_layers: tuple[int, int, int, int]
-    alt_start: int
-    qknorm_start: int
-    rope_start: int
-    rope_base: float = 100.0
-    norm_eps: float = 1e-5
-
-    def is_global(self, i: int) -> bool:
-        """Blocks from ``alt_start`` on alternate local (even) and global (odd) attention."""
-        return self.alt_start != -1 and i >= self.alt_start and i % 2 == 1
-
-
-CONFIGS = {
-    # depth_anything_3/configs/da3-small.yaml
-    "small": DepthAnythingV3Config(ViTConfig(384, 12, 6), DualDPTConfig(768, (48, 96, 192, 384), 64),
-                                   (5, 7, 9, 11), alt_start=4, qknorm_start=4, rope_start=4),
-    # The real architecture at toy size, for tests: a local and a pre-RoPE layer among the outputs.
-    "tiny": DepthAnythingV3Config(ViTConfig(32, 6, 2, pretrain_grid=4), DualDPTConfig(64, (8, 16, 24, 32), 16),
-                                  (1, 3, 4, 5), alt_start=2, qknorm_start=2, rope_start=2),
-}
+__all__ = ["CONFIGS", "CenteredNorm", "DA3Encoder", "DepthAnythingV3", "DepthAnythingV3Config", "RopeBlock"]
 
 
 class CenteredNorm(nn.Module):

@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .configs import ViTConfig
 from .layers import Block
 
 POS_EMBED_FORMULAS = ("official", "transformers")
-
-
-@dataclass(frozen=True)
-class ViTConfig:
-    dim: int
-    depth: int
-    heads: int
-    patch: int = 14
-    pretrain_grid: int = 37
-    mlp_ratio: float = 4.0
-    eps: float = 1e-6
 
 
 def resample_pos_embed(grid: torch.Tensor, out_hw: tuple[int, int], formula: str) -> torch.Tensor:
@@ -102,7 +89,3 @@ class DinoV2(nn.Module):
             if i in indices:
                 outs.append(self.norm(x[1:]) if norm else x[1:])
         return outs
-
-    @property
-    def num_patches(self) -> int:
-        return math.prod(self.grid_hw)

@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 
+from .configs import DPTConfig
 from .layers import Resize
-
-
-@dataclass(frozen=True)
-class DPTConfig:
-    in_dim: int
-    out_channels: tuple[int, int, int, int]
-    features: int
-    head_hidden: int = 32
 
 
 def _conv_out(n: int) -> int:

@@ -8,26 +8,13 @@ embeddings are constants for the built grid, computed with the upstream's float3
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .dpt import DPTConfig, DPTHead
+from .configs import DPTConfig, DualDPTConfig
+from .dpt import DPTHead
 from .layers import Resize
-
-
-@dataclass(frozen=True)
-class DualDPTConfig:
-    in_dim: int
-    out_channels: tuple[int, int, int, int]
-    features: int
-    head_hidden: int = 32
-    output_dim: int = 2
-    pos_ratio: float = 0.1
-    pos_omega: float = 100.0
-    norm_eps: float = 1e-5
 
 
 def _uv_axes(width: int, height: int, aspect_ratio: float) -> tuple[torch.Tensor, torch.Tensor]:

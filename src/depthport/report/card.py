@@ -1,15 +1,23 @@
-"""The model card: README.md of an export folder, generated from report.json alone."""
+"""The model card: README.md of an export folder, rendered from report.json by ``templates/card.md.j2``.
+
+Python prepares the data (numbers formatted, verdict texts from ``schema.Verdict``); the wording and the layout are
+in the templates. ``roofline_view`` and ``machine_view`` are shared with report.html.
+"""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
+import jinja2
 import yaml
 
 from ..atomic import write_text
-from .schema import NOT_SHIPPED, SHIPPED, read_report, verdict_of
+from ..bench.machine import describe
+from .schema import NOT_SHIPPED, SHIPPED, UNVERIFIED, read_report, verdict_of
 from .snippets import snippets
 
+TEMPLATES = Path(__file__).parent / "templates"
 HF_LICENSES = {"Apache-2.0": "apache-2.0", "CC-BY-NC-4.0": "cc-by-nc-4.0"}
 TAGS_BY_SUFFIX = {"tflite": ["litert", "tflite"], "pte": ["executorch", "pte"], "onnx": ["onnx"]}
 LIBRARY_BY_SUFFIX = {"tflite": "litert", "pte": "executorch", "onnx": "onnx"}
@@ -25,8 +33,23 @@ def _fmt(value, spec: str = ".4g", missing: str = "-") -> str:
     return str(value)
 
 
+def _num(value, spec: str) -> str | None:
+    """A measured figure formatted, None when it was not measured (the templates say so)."""
+    return None if value is None else format(value, spec)
+
+
 def _cell(text) -> str:
+    """Text made safe for one Markdown table cell."""
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    """Markdown templates (no autoescape): the card and the snippets it includes."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=False, trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    env.filters["cell"] = _cell
+    return env
 
 
 def front_matter(report: dict) -> dict:
@@ -48,10 +71,24 @@ def front_matter(report: dict) -> dict:
     return meta
 
 
-def _table(header: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+def roofline_view(lat: dict) -> dict:
+    """GMAC, GMAC/s and % of the GEMM peak beside one latency, formatted; None where not measured."""
+    return {"gmac": _num(lat.get("gmac"), ".3g"), "gmac_per_s": _num(lat.get("gmac_per_s"), ".1f"),
+            "pct_of_peak": _num(lat.get("pct_of_peak"), ".1f"),
+            "pct_of_mixed_peak": _num(lat.get("pct_of_mixed_peak"), ".1f"),
+            "gmac_why": (lat.get("macs") or {}).get("reason")}
+
+
+def machine_view(report: dict) -> dict:
+    """The machine the latencies were timed on (``bench.machine.describe``) and the GEMM peak they are compared
+    with; None where not measured (an older report, a skipped probe), with why when the report says."""
+    bench = report.get("bench") or {}
+    info, probe, provenance = bench.get("machine"), bench.get("probe") or {}, report.get("machine") or {}
+    return {"timed": bool(bench) or any("latency_ms" in a for a in report.get("artifacts", [])),
+            "line": describe(info) if isinstance(info, dict) and info.get("cpu") else None,
+            "cpu": provenance.get("cpu"), "cores": provenance.get("cores"),
+            "peak": _num(probe.get("peak_gmac_per_s"), ".1f"), "probe": probe.get("chain"),
+            "peak_why": probe.get("skipped"), "method": bench.get("roofline_method")}
 
 
 def _verdict(art: dict, check: str) -> str:
@@ -59,147 +96,106 @@ def _verdict(art: dict, check: str) -> str:
     return "-" if v is None else v.text()
 
 
-def _latency(art: dict, bench: dict) -> str:
+def _latency(art: dict, bench: dict) -> dict:
     lat = art.get("latency_ms") or {}
     if lat.get("median") is None:
-        return lat.get("error") or art.get("parity_note") or "not measured"
-    how = (f"median of {lat.get('rounds', '?')} rounds x {lat.get('iters', '?')} calls, {lat.get('threads')} "
-           f"threads, {lat.get('runtime')}")
-    short = ", short orientation run" if "orientation" in str(bench.get("note", "")) else ""
-    return f"{lat['median']:.1f} ms ({how}{short})"
+        return {"median": None, "why": lat.get("error") or art.get("parity_note")}
+    return {"median": f"{lat['median']:.1f}", "rounds": lat.get("rounds", "?"), "iters": lat.get("iters", "?"),
+            "threads": lat.get("threads"), "runtime": lat.get("runtime"),
+            "short": "orientation" in str(bench.get("note", "")), **roofline_view(lat)}
 
 
-def _delegation(art: dict) -> str:
+def _delegation(art: dict) -> dict | None:
     d = art.get("delegation")
     if not d:
-        return "-"
+        return None
     total = (d.get("delegated") or 0) + (d.get("portable") or 0)
-    share = f"{100 * d['delegated'] / total:.1f} %" if total else "-"
-    return f"{d.get('delegated')}/{total} ops delegated ({share}), {d.get('subgraphs')} subgraph(s)"
+    return {"delegated": d.get("delegated"), "total": total, "subgraphs": d.get("subgraphs"),
+            "share": f"{100 * d['delegated'] / total:.1f} %" if total else "-"}
 
 
-def variants_table(report: dict, machine: str) -> str:
+def _parity_figures(art: dict) -> dict:
+    p = art.get("parity") or {}
+    return {"pearson_worst": _fmt(p.get("pearson_worst"), ".6f"), "rel_l2_pooled": _fmt(p.get("rel_l2_pooled"), ".3e"),
+            "delta125_worst": _fmt(p.get("delta125_worst"), ".4f")}
+
+
+def variants(report: dict) -> list[dict]:
     """Every file written beside the card (shipped, or unverified with why)."""
-    rows = []
-    for art in report.get("artifacts", []):
-        status = art.get("status", "unverified")
-        if status == NOT_SHIPPED:
-            continue
-        p = art.get("parity") or {}
-        label = status if status == SHIPPED else f"**UNVERIFIED**: {art.get('status_reason', '')}"
-        rows.append([art["file"], art["target"], label, f"{art['bytes'] / 1e6:.1f} MB", _verdict(art, "parity"),
-                     _fmt(p.get("pearson_worst"), ".6f"), _fmt(p.get("rel_l2_pooled"), ".3e"),
-                     _fmt(p.get("delta125_worst"), ".4f"), _latency(art, report.get("bench") or {}),
-                     _verdict(art, "gpu_static"), _verdict(art, "gpu_runtime"), _delegation(art)])
-    if not rows:
-        return "No file earned a slot."
-    return _table(["file", "target", "status", "size", "parity gate", "Pearson (worst)", "rel. L2 (pooled)",
-                   "δ<1.25 (worst)", f"latency on {machine}", "GPU check (static)", "GPU check (real accelerator)",
-                   "ExecuTorch delegation"], rows)
+    bench = report.get("bench") or {}
+    return [{"file": art["file"], "target": art["target"], "shipped": art.get("status") == SHIPPED,
+             "status": art.get("status", UNVERIFIED), "status_reason": art.get("status_reason", ""),
+             "size": f"{art['bytes'] / 1e6:.1f}", "parity": _verdict(art, "parity"), **_parity_figures(art),
+             "latency": _latency(art, bench), "gpu_static": _verdict(art, "gpu_static"),
+             "gpu_runtime": _verdict(art, "gpu_runtime"), "delegation": _delegation(art)}
+            for art in report.get("artifacts", []) if art.get("status", UNVERIFIED) != NOT_SHIPPED]
 
 
-def parity_statement(report: dict) -> str:
-    """What parity was measured against, or that it was not measured (and why)."""
-    measured = [a for a in report.get("artifacts", []) if "pearson_worst" in (a.get("parity") or {})]
-    if not measured:
-        reasons = sorted({_verdict(a, "parity") for a in report.get("artifacts", [])})
-        return "Parity was **not measured** for these files (" + "; ".join(reasons) + ")."
-    text = (f"Parity is against {measured[0]['parity'].get('reference')} on identical preprocessed inputs "
-            f"({len(measured)} of {len(report['artifacts'])} file(s) measured).")
-    for art in measured:
-        p = art["parity"]
-        if p.get("fp64_error_ratio") is not None:
-            text += (f"\n\n**{art['file']}** is {p['vs_reference_fp64']['rel_l2_pooled']:.3g} from the upstream model "
-                     f"computed in float64; upstream PyTorch's own float32 run is {p['upstream_fp32_vs_fp64']:.3g} "
-                     f"from it. The file is {p['fp64_error_ratio']:.3f}x as far from exact as upstream PyTorch "
-                     f"(gate: at most {report.get('gates', {}).get('fp32', {}).get('fp64_error_ratio', '-')}x).")
-    return text
-
-
-def not_shipped(report: dict) -> str:
+def parity_view(report: dict) -> dict:
+    """What parity was measured against, or why it was not; the float64 comparison of each file that has one."""
     arts = report.get("artifacts", [])
-    entries = [a for a in arts if a.get("status") == NOT_SHIPPED]
-    unverified = [a for a in arts if a.get("status", "unverified") == "unverified"]
-    if not entries:
-        if unverified:
-            return (f"None failed, but {len(unverified)} of {len(arts)} file(s) are **unverified**: "
-                    + "; ".join(f"{a['file']}: {a.get('status_reason', 'not checked')}" for a in unverified))
-        return "Every variant built passed every check that applies to it."
-    rows = []
-    for art in entries:
-        p = art.get("parity") or {}
-        rows.append([art["file"], art["target"], _fmt(p.get("pearson_worst"), ".6f"), _fmt(p.get("rel_l2_pooled"), ".3e"),
-                     _fmt(p.get("delta125_worst"), ".4f"), art.get("status_reason", "-")])
-    return _table(["file", "target", "Pearson (worst)", "rel. L2 (pooled)", "δ<1.25 (worst)", "why"], rows)
+    measured = [a for a in arts if "pearson_worst" in (a.get("parity") or {})]
+    fp64 = [{"file": a["file"], "vs_fp64": f"{a['parity']['vs_reference_fp64']['rel_l2_pooled']:.3g}",
+             "upstream_vs_fp64": f"{a['parity']['upstream_fp32_vs_fp64']:.3g}",
+             "ratio": f"{a['parity']['fp64_error_ratio']:.3f}"}
+            for a in measured if a["parity"].get("fp64_error_ratio") is not None]
+    return {"measured": len(measured), "total": len(arts),
+            "reference": measured[0]["parity"].get("reference") if measured else None,
+            "why_not": "; ".join(sorted({_verdict(a, "parity") for a in arts})),
+            "fp64": fp64, "fp64_gate": report.get("gates", {}).get("fp32", {}).get("fp64_error_ratio", "-")}
 
 
-def fp16_section(report: dict) -> str:
+def not_shipped_view(report: dict) -> dict:
+    arts = report.get("artifacts", [])
+    return {"total": len(arts),
+            "rows": [{"file": a["file"], "target": a["target"], **_parity_figures(a),
+                      "why": a.get("status_reason", "-")} for a in arts if a.get("status") == NOT_SHIPPED],
+            "unverified": [{"file": a["file"], "why": a.get("status_reason", "not checked")}
+                           for a in arts if a.get("status", UNVERIFIED) == UNVERIFIED]}
+
+
+def fp16_rows(report: dict) -> list[dict]:
     rows = []
     for art in report.get("artifacts", []):
         f = art.get("fp16_compute") or {}
         if verdict_of(art, "fp16_compute") is not None:
-            rows.append([art["file"], _verdict(art, "fp16_compute"), _fmt(f.get("rel_l2"), ".3e"),
-                         _fmt(f.get("pearson"), ".6f"), ", ".join(f.get("images", [])) or "-",
-                         _fmt(f.get("first_bad_layer"))])
-    if not rows:
-        return "Not measured for these files."
-    return ("Simulated FP16 compute on the CPU (what a mobile GPU does under its default precision policy); "
-            "pass means FP16 compute stays within tolerance of FP32 on every image listed:\n\n"
-            + _table(["file", "FP16 compute", "rel. L2 vs FP32", "Pearson vs FP32", "images", "first bad layer"], rows))
+            rows.append({"file": art["file"], "verdict": _verdict(art, "fp16_compute"),
+                         "rel_l2": _fmt(f.get("rel_l2"), ".3e"), "pearson": _fmt(f.get("pearson"), ".6f"),
+                         "images": ", ".join(f.get("images", [])) or "-",
+                         "first_bad_layer": _fmt(f.get("first_bad_layer"))})
+    return rows
 
 
-def ledger_section(report: dict) -> str:
-    ledger = report.get("rewrite_ledger") or []
-    if not ledger:
-        return "Rewrites applied: " + ", ".join(report.get("rewrites", [])) + " (effect not measured)."
-    rows = [[e["rewrite"], "exact" if e["exact"] else "approximation", _fmt(e["rel_l2_step"], ".2e"),
-             _fmt(e["rel_l2_cumulative"], ".2e"), e["summary"]] for e in ledger]
-    return ("Each rewrite applied in turn to the loaded model, measured on one natural image at the export shape "
-            "(relative L2 of the output vs the step before, and vs the model before any rewrite):\n\n"
-            + _table(["rewrite", "kind", "rel. L2 (step)", "rel. L2 (cumulative)", "what it does"], rows))
+def ledger_rows(report: dict) -> list[dict]:
+    return [{"rewrite": e["rewrite"], "exact": e["exact"], "rel_l2_step": _fmt(e["rel_l2_step"], ".2e"),
+             "rel_l2_cumulative": _fmt(e["rel_l2_cumulative"], ".2e"), "summary": e["summary"]}
+            for e in report.get("rewrite_ledger") or []]
+
+
+def context(report: dict) -> dict:
+    """Everything card.md.j2 reads."""
+    machine = report.get("machine", {})
+    detail = report.get("weights_detail", {})
+    _, _, h, w = report["input_shape"]
+    arts = report.get("artifacts", [])
+    return {"front_matter": yaml.safe_dump(front_matter(report), sort_keys=False).strip(),
+            "model": report["model"], "h": h, "w": w, "random_weights": bool(report.get("random_weights")),
+            "source": {"weights": report.get("weights"), "format": detail.get("format"),
+                       "revision": detail.get("revision") or "-", "licence": detail.get("licence"),
+                       "base_model": report.get("base_model") or "-",
+                       "pos_embed_formula": report.get("pos_embed_formula")},
+            "normalization": report.get("normalization"), "output": report.get("output"),
+            "output_shape": arts[0]["output_shape"] if arts else "",
+            "machine_name": f"{machine.get('cpu', 'this machine')} ({machine.get('cores', '?')} cores)",
+            "os": machine.get("os", ""), "bench_machine": machine_view(report), "variants": variants(report),
+            "parity": parity_view(report), "not_shipped": not_shipped_view(report), "fp16": fp16_rows(report),
+            "ledger": ledger_rows(report), "rewrites": report.get("rewrites", []), "snippets": snippets(report),
+            "command": report.get("command"), "versions": report.get("versions", {})}
 
 
 def render(report: dict) -> str:
     """The card's Markdown text."""
-    machine = report.get("machine", {})
-    machine_name = f"{machine.get('cpu', 'this machine')} ({machine.get('cores', '?')} cores)"
-    detail = report.get("weights_detail", {})
-    _, _, h, w = report["input_shape"]
-    parts = ["---\n" + yaml.safe_dump(front_matter(report), sort_keys=False).strip() + "\n---", ""]
-    parts.append(f"# {report['model']}: on-device depth estimation ({h}x{w})\n")
-    if report.get("random_weights"):
-        parts.append("> **RANDOM WEIGHTS — NOT A USABLE MODEL.** These files were exported from seeded random "
-                     "weights for a dry run. Their depth maps mean nothing; every figure below only shows that the "
-                     "files reproduce the PyTorch model they came from.\n")
-    parts += [
-        "## Source\n",
-        _table(["", ""], [["weights", report.get("weights")], ["format", detail.get("format")],
-                          ["revision", detail.get("revision") or "-"], ["weights licence", detail.get("licence")],
-                          ["base model", report.get("base_model") or "-"],
-                          ["position-embedding resampling", report.get("pos_embed_formula")]]),
-        "\n## Input and output\n",
-        _table(["", ""], [["input", f"`args_0` float32 [1, 3, {h}, {w}], NCHW, RGB"],
-                          ["normalisation", report.get("normalization")],
-                          ["resize", f"stretch (or upper-bound resize and crop) to {h}x{w}; letterboxing costs accuracy"],
-                          ["output", f"`output_0` float32 {report['artifacts'][0]['output_shape'] if report.get('artifacts') else ''}"
-                                     f": {report.get('output')}"]]),
-        "\n## Variants\n",
-        variants_table(report, machine_name),
-        "\n" + parity_statement(report) + "\n",
-        "## Builds that did not earn a slot\n",
-        not_shipped(report),
-        "\n## GPU precision (FP16 risk)\n",
-        fp16_section(report),
-        "\n## Graph rewrites\n",
-        ledger_section(report),
-        "\n## Use it\n",
-    ]
-    for title, code in snippets(report):
-        parts += [f"### {title}\n", code, ""]
-    versions = ", ".join(f"{k} {v}" for k, v in report.get("versions", {}).items())
-    parts += ["## Reproduce\n", f"```sh\n{report.get('command') or 'depthport export ...'}\n```\n",
-              f"Versions: {versions}.\n", f"Measured on: {machine_name}, {machine.get('os', '')}.\n"]
-    return "\n".join(parts)
+    return environment().get_template("card.md.j2").render(context(report))
 
 
 def write_card(out_dir: str | Path) -> Path:

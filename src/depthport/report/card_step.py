@@ -7,5 +7,5 @@ from .card import render
 
 
 def apply(ctx, report: dict) -> None:
-    if "card" not in ctx.options.get("skip", set()):
+    if "card" not in ctx.options.skip:
         write_text(ctx.out_dir / "README.md", render(report))

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import platform
 import shlex
 import sys
-from pathlib import Path
 
 from .. import __version__
 
@@ -26,16 +24,11 @@ def versions() -> dict[str, str]:
     return out
 
 
-def machine() -> dict[str, str | int]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count() or 0, "os": platform.platform()}
+def machine() -> dict:
+    """CPU model, cores, architecture, the SIMD features that matter to XNNPACK, and the OS."""
+    from ..bench.machine import machine_info
+
+    return machine_info()
 
 
 def command_line() -> str:

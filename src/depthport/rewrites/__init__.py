@@ -6,7 +6,4 @@ order they are applied; ``ledger.measure`` records each one's numerical effect.
 
 from .steps import REWRITES, Rewrite, apply, default_rewrites
 
-# fp16_safe_norm lives with the FP16 tools; importing them registers it in REWRITES.
-from ..fp16 import safe as _fp16_safe  # noqa: E402,F401
-
 __all__ = ["REWRITES", "Rewrite", "apply", "default_rewrites"]

@@ -5,12 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..verify.metrics import max_abs, rel_l2
 from .steps import REWRITES
-
-
-def _rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
-    a64, b64 = a.double(), b.double()
-    return float((a64 - b64).norm() / b64.norm().clamp_min(1e-30))
 
 
 @torch.no_grad()
@@ -27,9 +23,9 @@ def measure(build_fn, names: list[str], x: np.ndarray | torch.Tensor) -> list[di
             "rewrite": name,
             "exact": REWRITES[name].exact,
             "summary": REWRITES[name].summary,
-            "rel_l2_step": _rel_l2(out, previous),
-            "max_abs_step": float((out - previous).abs().max()),
-            "rel_l2_cumulative": _rel_l2(out, base),
+            "rel_l2_step": rel_l2(out, previous),
+            "max_abs_step": max_abs(out, previous),
+            "rel_l2_cumulative": rel_l2(out, base),
         })
         previous = out
     return ledger

@@ -14,6 +14,7 @@ from ..models.dpt import FusionBlock
 from ..models.depth_anything_v2 import DepthAnythingV2
 from ..models.layers import Attention, Block, DeconvAsShuffle, Resize, ScaleNorm
 from ..models.rope import RopeAttention, SplitHeadRopeAttention
+from ..fp16.safe import fp16_safe_norm
 from ..preprocess import IMAGENET_MEAN, IMAGENET_STD
 
 
@@ -213,6 +214,10 @@ REWRITES: dict[str, Rewrite] = {
                 "align_corners=True resizes replaced by align_corners=False RESIZE_BILINEAR (approximation)"),
         Rewrite("fold_input_normalization", fold_input_normalization, True,
                 "ImageNet mean/std folded into the patch-embedding conv: input is RGB in 0..1"),
+        Rewrite("fp16_safe_norm", fp16_safe_norm, True,
+                "folded LayerNorm variance computed on x/k (k = power of two near sqrt(C)): d*d stays finite in "
+                "FP16 up to |d| < 256k instead of 256; identical in FP32, one extra MUL per norm",
+                requires=("fold_layernorm",)),
     ]
 }
 

@@ -5,6 +5,9 @@ from typing import Protocol
 
 import numpy as np
 
+from ..errors import InputError
+from .validate import validate_model_file
+
 
 class Runner(Protocol):
     runtime: str
@@ -13,11 +16,33 @@ class Runner(Protocol):
     def run(self, x: np.ndarray) -> np.ndarray: ...
 
 
-_BY_SUFFIX = {
-    ".tflite": ("depthport.runtimes.litert", "LiteRTRunner"),
-    ".pte": ("depthport.runtimes.executorch", "ExecuTorchRunner"),
-    ".onnx": ("depthport.runtimes.onnx", "OnnxRunner"),
-}
+def _litert():
+    from .litert import LiteRTRunner
+
+    return LiteRTRunner
+
+
+def _executorch():
+    from .executorch import ExecuTorchRunner
+
+    return ExecuTorchRunner
+
+
+def _onnx():
+    from .onnx import OnnxRunner
+
+    return OnnxRunner
+
+
+# Each runtime's runner class by file suffix, imported only when a file of its kind is loaded.
+_CLASS_OF = {".tflite": _litert, ".pte": _executorch, ".onnx": _onnx}
+SUFFIXES = tuple(_CLASS_OF)
+
+
+def runner_class(suffix: str):
+    """The runner class for files ending in ``suffix`` (its module imported now), or None for another suffix."""
+    load = _CLASS_OF.get(suffix)
+    return load() if load else None
 
 
 def load_runner(path: str | Path, accelerator: str = "cpu", gpu_precision: str = "fp32", **options) -> Runner:
@@ -27,26 +52,19 @@ def load_runner(path: str | Path, accelerator: str = "cpu", gpu_precision: str =
     ``accelerator="gpu"`` runs a .tflite on the LiteRT GPU accelerator (every op on the GPU, or an error) with
     the explicit ``gpu_precision``: FP32 compute unless "fp16" is asked for (see ``runtimes.litert_gpu``).
     """
-    import importlib
-
-    from ..preprocess import InputError
-
     path = Path(path)
     if path.is_dir():
         raise InputError(f"model path {path} is a folder, not a model file")
     if not path.is_file():
         raise InputError(f"model file not found: {path}")
-    if path.suffix not in _BY_SUFFIX:
-        raise InputError(f"unsupported model file {path.name}: expected one of {', '.join(_BY_SUFFIX)}")
+    if path.suffix not in SUFFIXES:
+        raise InputError(f"unsupported model file {path.name}: expected one of {', '.join(SUFFIXES)}")
     if accelerator != "cpu" and path.suffix != ".tflite":
         raise InputError(f"--accelerator {accelerator} runs .tflite files only, not {path.name}")
-    from .validate import validate_model_file
-
     validate_model_file(path)  # a native runtime may crash on a bad file: check it in Python first
     if accelerator != "cpu":
         from .litert_gpu import LiteRTGpuRunner
 
         options.pop("api", None)
         return LiteRTGpuRunner(path, accelerator=accelerator, gpu_precision=gpu_precision, **options)
-    module, cls = _BY_SUFFIX[path.suffix]
-    return getattr(importlib.import_module(module), cls)(path, **options)
+    return runner_class(path.suffix)(path, **options)

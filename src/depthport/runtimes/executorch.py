@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..preprocess import InputError
+from ..errors import InputError
 
 # Runners whose methods are loaded. XNNPACK binds the process-wide threadpool when a method is loaded, so the pool
 # may only be resized while none is alive: resizing under a loaded method frees the pool it still uses (seen here
@@ -30,6 +30,13 @@ def size_threadpool(threads: int) -> None:
 
 class ExecuTorchRunner:
     runtime = "executorch"
+
+    @staticmethod
+    def import_library() -> tuple:
+        """ExecuTorch's Python runtime module, imported as loading a file imports it."""
+        from executorch import runtime
+
+        return (runtime,)
 
     def __init__(self, path: str | Path, threads: int = 2):
         from ..quiet import native_stderr_muted

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..preprocess import InputError
+from ..errors import InputError
+from .litert_options import compiled_options
 
 
 def litert_reason(exc: BaseException) -> str:
@@ -19,6 +20,13 @@ def litert_reason(exc: BaseException) -> str:
 
 class LiteRTRunner:
     runtime = "litert"
+
+    @staticmethod
+    def import_library() -> tuple:
+        """LiteRT's Python modules, imported as loading a file imports them."""
+        from ai_edge_litert import compiled_model, interpreter
+
+        return compiled_model, interpreter
 
     def __init__(self, path: str | Path, threads: int = 2, api: str = "compiled"):
         self.path, self.threads, self.api = Path(path), threads, api
@@ -47,19 +55,20 @@ class LiteRTRunner:
         self._input_name = next(iter(detail))
         self.input_shape = tuple(int(d) for d in detail[self._input_name]["shape"])
 
-    def _init_compiled(self) -> None:
+    def _compile(self):
+        """The file's CompiledModel on the CPU with ``threads`` threads."""
         from ai_edge_litert.compiled_model import CompiledModel
-        from ai_edge_litert.cpu_options import CpuOptions
-        from ai_edge_litert.hardware_accelerator import HardwareAccelerator
-        from ai_edge_litert.options import Options
 
-        options = Options(HardwareAccelerator.CPU, cpu_options=CpuOptions(num_threads=self.threads))
-        self._model = CompiledModel.from_file(str(self.path), options=options)
+        return CompiledModel.from_file(str(self.path), options=compiled_options("cpu", threads=self.threads))
+
+    def _init_compiled(self) -> None:
+        self._model = self._compile()
         self._inputs = self._model.create_input_buffers(0)
         self._outputs = self._model.create_output_buffers(0)
         key = self._model.get_signature_by_index(0)["key"]
-        self.input_shape = tuple(int(d) for d in next(iter(self._model.get_input_tensor_details(key).values()))["shape"])
+        inp = next(iter(self._model.get_input_tensor_details(key).values()))
         out = next(iter(self._model.get_output_tensor_details(key).values()))
+        self.input_shape = tuple(int(d) for d in inp["shape"])
         self._output_shape = tuple(int(d) for d in out["shape"])
 
     def run(self, x: np.ndarray) -> np.ndarray:

@@ -12,31 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..preprocess import InputError
+from ..errors import InputError
 from .litert import LiteRTRunner
-
-ACCELERATORS = ("cpu", "gpu")
-GPU_PRECISIONS = ("fp32", "fp16")
-
-
-def compiled_options(accelerator: str = "cpu", gpu_precision: str = "fp32", threads: int = 2,
-                     cpu_fallback: bool = False):
-    """ai_edge_litert Options for one accelerator. GPU: FP32 compute unless ``gpu_precision="fp16"``; with
-    ``cpu_fallback`` the ops the GPU rejects run on the CPU instead of failing the compile."""
-    from ai_edge_litert.cpu_options import CpuOptions
-    from ai_edge_litert.gpu_options import GpuOptions
-    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
-    from ai_edge_litert.options import Options
-
-    if accelerator not in ACCELERATORS:
-        raise InputError(f"accelerator must be one of {', '.join(ACCELERATORS)}, not {accelerator!r}")
-    if gpu_precision not in GPU_PRECISIONS:
-        raise InputError(f"GPU precision must be one of {', '.join(GPU_PRECISIONS)}, not {gpu_precision!r}")
-    cpu = CpuOptions(num_threads=threads)
-    if accelerator == "cpu":
-        return Options(HardwareAccelerator.CPU, cpu_options=cpu)
-    hardware = HardwareAccelerator.GPU | HardwareAccelerator.CPU if cpu_fallback else HardwareAccelerator.GPU
-    return Options(hardware, cpu_options=cpu, gpu_options=GpuOptions(enforce_f32=gpu_precision == "fp32"))
+from .litert_options import compiled_options
 
 
 def use_swiftshader() -> str:
@@ -60,26 +38,6 @@ def use_swiftshader() -> str:
     return setup.describe()
 
 
-def add_accelerator_args(parser) -> None:
-    """The --accelerator / --gpu-precision / --swiftshader options shared by predict and bench."""
-    parser.add_argument("--accelerator", choices=ACCELERATORS, default="cpu",
-                        help="run .tflite files on the CPU or, every op, on the LiteRT GPU accelerator")
-    parser.add_argument("--gpu-precision", choices=GPU_PRECISIONS, default="fp32",
-                        help="GPU compute precision (default fp32: GpuOptions(enforce_f32=True)); fp16 lets the "
-                             "GPU compute in half precision, which can give wrong depth")
-    parser.add_argument("--swiftshader", action="store_true",
-                        help="with --accelerator gpu: use depthport's SwiftShader Vulkan driver (no GPU here)")
-
-
-def accelerator_options(args) -> dict:
-    """load_runner options from the parsed --accelerator/--gpu-precision/--swiftshader."""
-    if args.swiftshader:
-        if args.accelerator != "gpu":
-            raise InputError("--swiftshader goes with --accelerator gpu")
-        use_swiftshader()
-    return {"accelerator": args.accelerator, "gpu_precision": args.gpu_precision}
-
-
 class LiteRTGpuRunner(LiteRTRunner):
     """``LiteRTRunner`` on a chosen accelerator (CompiledModel API only); ``runtime`` names the choice,
     e.g. ``litert-gpu-fp32``."""
@@ -91,16 +49,10 @@ class LiteRTGpuRunner(LiteRTRunner):
         super().__init__(path, threads=threads, api="compiled")
         self.runtime = f"litert-{accelerator}" + (f"-{gpu_precision}" if accelerator == "gpu" else "")
 
-    def _init_compiled(self) -> None:
+    def _compile(self):
         from ai_edge_litert.compiled_model import CompiledModel
 
-        self._model = CompiledModel.from_file(str(self.path), options=self._options)
-        if self.accelerator == "gpu" and not self.cpu_fallback and not self._model.is_fully_accelerated():
+        model = CompiledModel.from_file(str(self.path), options=self._options)
+        if self.accelerator == "gpu" and not self.cpu_fallback and not model.is_fully_accelerated():
             raise RuntimeError("not every op runs on the GPU")
-        self._inputs = self._model.create_input_buffers(0)
-        self._outputs = self._model.create_output_buffers(0)
-        key = self._model.get_signature_by_index(0)["key"]
-        (inp,) = self._model.get_input_tensor_details(key).values()
-        (out,) = self._model.get_output_tensor_details(key).values()
-        self.input_shape = tuple(int(d) for d in inp["shape"])
-        self._output_shape = tuple(int(d) for d in out["shape"])
+        return model

@@ -6,11 +6,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ..preprocess import InputError
+from ..errors import InputError
 
 
 class OnnxRunner:
     runtime = "onnxruntime"
+
+    @staticmethod
+    def import_library() -> tuple:
+        """onnxruntime, imported as loading a file imports it."""
+        import onnxruntime
+
+        return (onnxruntime,)
 
     def __init__(self, path: str | Path, threads: int = 2):
         import onnxruntime as ort

@@ -25,7 +25,7 @@ import re
 import struct
 from pathlib import Path
 
-from ..preprocess import InputError
+from ..errors import InputError
 
 _PTE_IDENTIFIER = re.compile(rb"ET\d\d")
 _PTE_HEADER_MAGIC = b"eh00"

@@ -14,7 +14,7 @@ import copy
 import os
 from pathlib import Path
 
-from ..preprocess import InputError
+from ..errors import InputError
 from ..report.schema import ERROR, NOT_SHIPPED, SKIPPED, Verdict, file_status, set_check
 
 DEFAULTS: dict[str, dict[str, float]] = {
@@ -111,7 +111,7 @@ def summary_figures(parity: dict) -> dict:
     return {k: v for k, v in parity.items() if k != "per_image" and not k.startswith("vs_")}
 
 
-def apply_gates(report: dict, out_dir: Path, gates: dict[str, dict[str, float]], cache: dict | None = None) -> None:
+def apply_gates(report: dict, out_dir: Path, gates: dict[str, dict[str, float]], files: dict | None = None) -> None:
     """Judge every artifact: its parity verdict joins its other checks, and its status follows from the
     required ones (``schema.file_status``). Files that do not ship move into ``out_dir/not-shipped/`` and
     are listed in the report; an artifact's ``file`` stays its path relative to ``out_dir``."""
@@ -119,10 +119,10 @@ def apply_gates(report: dict, out_dir: Path, gates: dict[str, dict[str, float]],
     for art in report["artifacts"]:
         art["gate"] = evaluate(art.get("parity"), art.get("precision"), gates)
         set_check(art, "parity", Verdict.from_dict(art["gate"]), required=True)
-    settle(report, Path(out_dir), cache)
+    settle(report, Path(out_dir), files)
 
 
-def settle(report: dict, out_dir: Path, cache: dict | None = None) -> None:
+def settle(report: dict, out_dir: Path, files: dict | None = None) -> None:
     """Set each artifact's status from its checks and move the files that do not ship into not-shipped/."""
     report["not_shipped"] = []
     for art in report["artifacts"]:
@@ -137,10 +137,9 @@ def settle(report: dict, out_dir: Path, cache: dict | None = None) -> None:
         if src != parked and src.exists():
             os.replace(src, parked)
         art["file"] = f"{NOT_SHIPPED_DIR}/{name}"
-        if cache is not None:
-            for key, value in list(cache.items()):
-                if isinstance(value, (str, Path)) and Path(value) == src:
-                    cache[key] = parked
+        for key, value in (files or {}).items():
+            if Path(value) == src:
+                files[key] = parked
         report["not_shipped"].append({
             "file": art["file"], "target": art["target"], "precision": art.get("precision"),
             "reasons": [art["status_reason"]], "parity": summary_figures(art.get("parity") or {}),

@@ -7,9 +7,13 @@ weights can give any sign. Both maps are therefore shifted by the same amount, c
 alone: ``shift = floor - min(b)`` with ``floor = 1e-3 * (max(b) - min(b))`` (nothing is shifted when
 ``min(b) >= floor``). After the shift every reference pixel is >= floor; a pixel of ``a`` that is still
 <= 0 counts as a miss.
+
+A tested map that is not finite (inf or NaN anywhere) has relative L2 ``inf`` and Pearson ``NaN``.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -29,6 +33,8 @@ def _pair(a, b) -> tuple[np.ndarray, np.ndarray]:
 def pearson(a, b) -> float:
     """Pearson correlation; 1.0 for two identical constant maps, 0.0 when only one is constant."""
     a, b = _pair(a, b)
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return float("nan")
     da, db = a - a.mean(), b - b.mean()
     na, nb = np.sqrt((da * da).sum()), np.sqrt((db * db).sum())
     if na == 0 or nb == 0:
@@ -43,10 +49,13 @@ def sq_err(a, b) -> tuple[float, float]:
 
 
 def _root_ratio(err: float, ref: float) -> float:
+    if not math.isfinite(err):
+        return float("inf")
     return float(np.sqrt(err / ref)) if ref > 0 else (0.0 if err == 0 else float("inf"))
 
 
 def rel_l2(a, b) -> float:
+    """||a - b|| / ||b|| in float64 (0 when both are zero, inf when ``b`` alone is)."""
     return _root_ratio(*sq_err(a, b))
 
 

@@ -2,52 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 from PIL import Image
-from torch import nn
 
-from ..preprocess import InputError, to_tensor
+from ..errors import InputError
+from ..preprocess import to_tensor
+from ..runtimes.torch import TorchRunner
 from . import metrics
-
-
-@contextlib.contextmanager
-def torch_threads(n: int | None):
-    """torch's intra-op thread count set to ``n`` for the block."""
-    saved = torch.get_num_threads()
-    if n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(saved)
-
-
-class TorchRunner:
-    """A PyTorch module behind the runner interface (eager, no autograd); float32 in and out.
-
-    With ``dtype=torch.float64`` the module is converted in place and computes in float64.
-    """
-
-    def __init__(self, model: nn.Module, input_hw: tuple[int, int], threads: int | None = None,
-                 runtime: str = "torch-eager", dtype: torch.dtype = torch.float32):
-        self.model, self.threads, self.runtime, self.dtype = model.eval().to(dtype), threads, runtime, dtype
-        self.input_shape = (1, 3, *input_hw)
-
-    @torch.no_grad()
-    def run(self, x: np.ndarray) -> np.ndarray:
-        with torch_threads(self.threads):
-            x = torch.from_numpy(np.ascontiguousarray(x, np.float32)).to(self.dtype)
-            return self.model(x).float().numpy()
-
-
-def error_text(exc: BaseException) -> str:
-    """One line for the report when a runtime cannot load or run a file."""
-    lines = str(exc).splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
 def check_shapes(runner, input_hw: tuple[int, int], name: str) -> None:

@@ -14,7 +14,9 @@ from ..report.schema import ERROR, SKIPPED, UNAVAILABLE
 from . import accuracy, gates
 from .images import image_set
 from .metrics import DELTA_DEFINITION
-from .parity import References, TorchRunner, check_shapes, depth_of, error_text, parity_record, run_file
+from ..errors import error_text
+from ..runtimes.torch import TorchRunner
+from .parity import References, check_shapes, depth_of, parity_record, run_file
 
 PREPROCESS = "stretched to the export shape (Pillow bicubic), RGB x/255, ImageNet mean/std"
 
@@ -89,17 +91,17 @@ def figures_entry(refs: References, name: str) -> dict:
 
 def needs_fp64(ctx, report: dict) -> bool:
     """Float64 reference by default whenever an FP32 file is verified; off with the ``no_fp64`` option."""
-    return not ctx.options.get("no_fp64") and any(a.get("precision") == "fp32" for a in report["artifacts"])
+    return not ctx.options.no_fp64 and any(a.get("precision") == "fp32" for a in report["artifacts"])
 
 
 def apply(ctx, report: dict) -> None:
-    if "verify" in ctx.options.get("skip", ()):
+    if "verify" in ctx.options.skip:
         for art in report["artifacts"]:
             art["parity"] = {"not_measured": "verification skipped on request (--skip verify)", "cause": SKIPPED}
-        gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.get("gates")), ctx.cache)
+        gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.gates), ctx.files)
         return
-    threads = int(ctx.options.get("threads") or 2)
-    source, images = image_set(ctx.options.get("images"))
+    threads = ctx.options.threads
+    source, images = image_set(ctx.options.images)
     built = ctx.built
     space = built.spec.output_space
     normalized = "fold_input_normalization" not in built.rewrites
@@ -111,12 +113,13 @@ def apply(ctx, report: dict) -> None:
                   "(`make venv` installs it)")
         for art in report["artifacts"]:
             art["parity"] = {"error": reason, "cause": ERROR}
-        gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.get("gates")), ctx.cache)
+        gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.gates), ctx.files)
         return
     report["verify"] = summary_block(refs, source, threads, built.weights.random)
     report["accuracy"] = accuracy_block(refs, built.weights.random, space)
-    figures = ctx.cache["figures"] = figures_entry(refs, refs.names[0])
-    for art in report["artifacts"]:
+    figures = ctx.figures = figures_entry(refs, refs.names[0])
+    for i, art in enumerate(report["artifacts"], 1):
+        ctx.detail(f"{art['file']} ({i}/{len(report['artifacts'])}) on {len(refs.names)} images")
         if art.get("runnable_here") is False:
             art["parity"] = {"not_measured": art.get("parity_note", "this file cannot run on this machine"),
                              "cause": UNAVAILABLE}
@@ -128,4 +131,4 @@ def apply(ctx, report: dict) -> None:
             art["parity"] = {"error": f"verification failed: {error_text(exc)}", "cause": ERROR}
             continue
         figures["variants"][art["target"]] = np.asarray(outputs[refs.names[0]])
-    gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.get("gates")), ctx.cache)
+    gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.gates), ctx.files)

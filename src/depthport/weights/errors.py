@@ -13,3 +13,7 @@ class CheckpointMismatch(WeightsError):
                 shown = ", ".join(keys[:6]) + (f" (+{len(keys) - 6} more)" if len(keys) > 6 else "")
                 parts.append(f"{len(keys)} {label}: {shown}")
         super().__init__(f"checkpoint {source} does not match the architecture: " + "; ".join(parts))
+
+
+class WeightsUnavailable(WeightsError):
+    """Published weights that are neither in the Hugging Face cache nor downloadable from here."""

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-
-import torch
+from typing import TYPE_CHECKING
 
 from . import keymaps
 from .errors import CheckpointMismatch
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,7 @@ class KeyMapFormat:
     ignored: list = field(default_factory=list)
     aliases: list = field(default_factory=list)
     prefix: str = ""
+    suffix: str = ".safetensors"  # the file type its checkpoints are published as
 
     def _normalise(self, key: str) -> str:
         if self.prefix and key.startswith(self.prefix):
@@ -45,7 +48,7 @@ class KeyMapFormat:
             if tuple(tensor.shape) != tuple(shape):
                 misshapen.append(f"{name} {tuple(tensor.shape)} != {tuple(shape)}")
                 continue
-            out[key] = tensor.detach().to(torch.float32)
+            out[key] = tensor.detach().float()
         unexpected = [k for k in pool if k not in used and not any(re.fullmatch(p, k) for p in self.ignored)]
         if missing or unexpected or misshapen:
             raise CheckpointMismatch(source, missing, unexpected, misshapen)
@@ -65,6 +68,8 @@ class KeyMapFormat:
 
     def from_depthport(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The upstream state dict for depthport weights (for writing test checkpoints and references)."""
+        import torch
+
         out, parts = {}, {}
         for key, tensor in state.items():
             name = keymaps.upstream_name(key, self.rules)
@@ -86,4 +91,4 @@ class KeyMapFormat:
 TRANSFORMERS = KeyMapFormat("transformers", keymaps.TRANSFORMERS_DA2, ignored=keymaps.TRANSFORMERS_IGNORED,
                             aliases=keymaps.TRANSFORMERS_ALIASES)
 OFFICIAL = KeyMapFormat("official", keymaps.OFFICIAL_DA2, fused=keymaps.OFFICIAL_DA2_FUSED,
-                        ignored=keymaps.OFFICIAL_IGNORED)
+                        ignored=keymaps.OFFICIAL_IGNORED, suffix=".pth")

@@ -6,12 +6,14 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-from ..registry import ModelSpec
+from ..spec import ModelSpec
 from . import formats
-from .errors import WeightsError
+from .errors import WeightsError, WeightsUnavailable
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -29,6 +31,8 @@ class LoadedWeights:
 
 
 def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:
+    import torch
+
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
@@ -72,9 +76,10 @@ def _hub_file(repo_id: str, filename: str) -> Path:
             return Path(hf_hub_download(repo_id, filename))
         except Exception as exc:  # noqa: BLE001 - network, auth and missing-repo errors all end here
             reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no answer'}"
-    raise WeightsError(
-        f"{filename} of {repo_id} is not in the Hugging Face cache and could not be downloaded ({reason}); "
-        f"run `hf download {repo_id} {filename}` on a connected machine, or pass --weights PATH"
+    raise WeightsUnavailable(
+        f"{filename} of {repo_id} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) and could not be "
+        f"downloaded ({reason}); run `hf download {repo_id} {filename}` on a connected machine, or pass "
+        "--weights PATH or --weights random"
     )
 
 

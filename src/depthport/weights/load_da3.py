@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..registry import ModelSpec
+from ..spec import ModelSpec
 from .errors import WeightsError
 from .keymaps_da3 import OFFICIAL_DA3
 from .load import LoadedWeights, _hub_file, _read_state_dict, _revision_of

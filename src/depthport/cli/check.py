@@ -39,7 +39,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds for the GPU run (default 300)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,14 +94,3 @@ def _runtime_line(runtime: dict[str, Any]) -> str:
     if runtime["rel_l2_vs_cpu"] is not None:
         line += f" - rel L2 {runtime['rel_l2_vs_cpu']:.2e}, shape {runtime['shape']} from {runtime['numeric_file']}"
     return f"{line} - {runtime['note']}"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry point: python -m depthport.check.cli FILE [...]."""
-    parser = argparse.ArgumentParser(prog="depthport check", description=__doc__)
-    configure(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

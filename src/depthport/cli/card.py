@@ -12,7 +12,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from .card import write_card
+    from ..report.card import write_card
 
     print(f"wrote {write_card(args.dir)}")
     return 0

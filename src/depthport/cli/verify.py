@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..argtypes import thread_count
+from .common import thread_count
 from ..errors import InputError, MissingDependency
 
 
@@ -62,10 +62,10 @@ def run(args) -> int:
     from ..report.html import write_html
     from ..rewrites import default_rewrites
     from ..runtimes import load_runner
-    from . import gates
-    from .images import image_set
-    from .parity import check_shapes
-    from .step import accuracy_block, figures_entry, make_references, summary_block, verify_file
+    from ..verify import gates
+    from ..verify.images import image_set
+    from ..verify.parity import check_shapes
+    from ..verify.step import accuracy_block, figures_entry, make_references, summary_block, verify_file
 
     paths = [Path(f) for f in args.files]
     for path in paths:

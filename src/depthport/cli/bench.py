@@ -6,10 +6,10 @@ import json
 import sys
 from pathlib import Path
 
-from ..argtypes import check_output_file, thread_count
-from ..preprocess import InputError
-from ..runtimes.litert_gpu import accelerator_options, add_accelerator_args
-from .probe import SPECS
+from ..errors import InputError
+from ..outdir import check_output_file
+from .common import accelerator_options, add_accelerator_args, thread_count
+from ..bench.probe import SPECS
 
 
 def add_parser(subparsers):
@@ -39,7 +39,7 @@ def add_parser(subparsers):
 
 def entries_for(args) -> list:
     from ..runtimes import load_runner
-    from .timing import Entry, sample_input
+    from ..bench.timing import Entry, sample_input
 
     entries = []
     accel = accelerator_options(args)
@@ -62,8 +62,8 @@ def torch_entry(args, entries):
     from ..preprocess import parse_size
     from ..reference import reference_model
     from ..registry import get_spec
-    from ..verify.parity import TorchRunner
-    from .timing import Entry, sample_input
+    from ..runtimes.torch import TorchRunner
+    from ..bench.timing import Entry, sample_input
 
     if args.size:
         hw = parse_size(args.size)
@@ -81,10 +81,11 @@ def run(args) -> int:
     from rich.console import Console
 
     from ..quiet import native_stderr_muted
-    from . import roofline
-    from .machine import describe, machine_info, versions
-    from .probe import probe_entries, summarize
-    from .timing import MEMORY_METHOD, METHOD, peak_memory, time_interleaved
+    from ..bench import roofline
+    from ..bench.machine import describe, machine_info
+    from ..report.provenance import versions
+    from ..bench.probe import probe_entries, summarize
+    from ..bench.timing import MEMORY_METHOD, METHOD, peak_memory, time_interleaved
 
     if not args.files and not args.torch and not args.profile:
         raise InputError("nothing to time: give FILE(s) and/or --torch MODEL (or --profile FILE)")
@@ -142,8 +143,8 @@ def print_table(result: dict) -> None:
     r0 = recs[0]
     where = (f"GPU ({result['gpu_precision']} compute)" if result.get("accelerator") == "gpu"
              else f"{result['threads']} threads")
-    from .machine import describe
-    from .roofline import fmt, probe_lines
+    from ..bench.machine import describe
+    from ..bench.roofline import fmt, probe_lines
 
     table = Table(title=f"latency, {where}, {r0['rounds']} rounds x {r0['iters']} calls "
                         f"after {r0['warmup']} warm-ups (ms)", caption=describe(result["machine"]))
@@ -180,9 +181,9 @@ def run_profile(args, probe: dict | None) -> dict:
     """``--profile FILE``: LiteRT's op profile of FILE; prints it, returns it (under "profile" in --json)."""
     from rich.console import Console
 
-    from .machine import machine_info
-    from .macs import count_macs
-    from .profile import mac_rates, print_profile, profile_tflite
+    from ..bench.machine import machine_info
+    from ..bench.macs import count_macs
+    from ..bench.profile import mac_rates, print_profile, profile_tflite
 
     if not Path(args.profile).is_file():
         raise InputError(f"model file not found: {args.profile}")

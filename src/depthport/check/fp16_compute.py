@@ -1,0 +1,55 @@
+"""The FP16-compute prediction of an export (what a GPU computing in FP16 does to the model) and its verdict."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from ..fp16.safe import fp16_safe_norm
+from ..fp16.simulate import simulate_fp16
+from ..report.schema import SKIPPED, Verdict
+
+SUMMARY_KEYS = ("rel_l2", "pearson", "overflow_layers", "first_bad_layer", "needs_enforce_f32")
+
+
+def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: bool = True,
+                 accumulate: str = "fp16", images: list | None = None) -> dict:
+    """FP16-compute prediction over ``images`` ([(name, PIL image)], default the built-in chelsea); when it
+    says FP32 must be enforced, also the prediction with the ``fp16_safe_norm`` rewrite applied."""
+    import skimage.data
+    from PIL import Image
+
+    from ..preprocess import to_tensor
+
+    images = images or [("chelsea", Image.fromarray(skimage.data.chelsea()))]
+    x = [torch.from_numpy(to_tensor(img, input_hw, normalize=normalize)) for _, img in images]
+    entry = simulate_fp16(model, x, accumulate=accumulate).as_entry()
+    entry["images"] = [name for name, _ in images]
+    if entry["needs_enforce_f32"]:
+        fixed = copy.deepcopy(model)
+        try:
+            fp16_safe_norm(fixed)
+        except ValueError as exc:
+            entry["with_fp16_safe_norm"] = {"error": str(exc)}
+        else:
+            after = simulate_fp16(fixed, x, accumulate=accumulate).as_entry()
+            entry["with_fp16_safe_norm"] = {k: after[k] for k in SUMMARY_KEYS}
+    return entry
+
+
+def fp16_verdict(prediction: dict | None) -> Verdict:
+    """Pass when FP16 compute on the GPU is predicted to stay within tolerance of FP32 on every input."""
+    if prediction is None:
+        return Verdict.not_measured("FP16-compute prediction switched off (fp16_sim)", SKIPPED)
+    if "error" in prediction:
+        return Verdict.not_measured(f"FP16-compute prediction failed: {prediction['error']}")
+    figures = {k: prediction.get(k) for k in ("rel_l2", "pearson", "max_abs_fp32", "inputs")}
+    limits = {"rel_l2": prediction.get("tolerance")}
+    if prediction["needs_enforce_f32"]:
+        why = (f"{len(prediction['overflow_layers'])} layer(s) overflow FP16" if prediction.get("overflow_layers")
+               else f"rel L2 vs FP32 {prediction['rel_l2']:.3g} > {prediction.get('tolerance')}")
+        return Verdict.failed(f"FP16 compute is wrong for this model ({why}): the app must enforce FP32",
+                              figures, limits)
+    return Verdict.passed(figures, limits, f"FP16 compute within {prediction.get('tolerance')} "
+                                           f"on {prediction.get('inputs')} image(s)")

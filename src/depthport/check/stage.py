@@ -1,0 +1,92 @@
+"""check: every file's checks that need no reference model. For each .tflite the GPU verdicts (static rules;
+with ``run_gpu`` the real LiteRT GPU accelerator, which then decides) and the FP16-compute prediction; for
+each .pte the delegation coverage. The GPU verdict is required for the GPU targets, delegation for every .pte."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..atomic import write_bytes
+from ..export.context import ExportContext
+from ..export.delegation import delegation_verdict
+from ..export.litert import export_tflite
+from ..export.litert_variants import VARIANTS, Variant, small_hw
+from ..export.targets import GPU_TARGETS
+from ..report.schema import Verdict, set_check
+from .fp16_compute import fp16_verdict, predict_fp16
+from .gpu_runtime import empty_runtime
+from .verdict import NOT_REQUESTED, check_tflite, gpu_decision, runtime_verdict
+
+BACKENDS = {"xnnpack": "XNNPACK", "coreml": "Core ML"}
+
+
+def apply(ctx: ExportContext, report: dict) -> None:
+    tflites = [a for a in report["artifacts"] if a["file"].endswith(".tflite")]
+    for i, art in enumerate(tflites, 1):
+        ctx.detail(f"GPU check {i}/{len(tflites)}: {art['file']}")
+        check_litert(ctx, art, ctx.out_dir / art["file"])
+    for art in report["artifacts"]:
+        if art.get("delegation"):
+            verdict = delegation_verdict(art["delegation"], BACKENDS.get(art.get("backend"), art.get("backend")))
+            set_check(art, "delegation", verdict, required=True)
+
+
+def check_litert(ctx: ExportContext, art: dict, path: Path) -> dict:
+    """Add the GPU verdicts and the FP16-compute prediction to a .tflite entry."""
+    found = check_tflite(path)
+    art["gpu_check"] = {k: found[k] for k in ("gpu_clean", "violations", "static")}
+    runtime = gpu_runtime(ctx, path, VARIANTS.get(art["target"])) if ctx.options.run_gpu else None
+    if runtime is not None:
+        art["gpu_runtime"] = runtime
+    static = Verdict.from_dict(found["static"])
+    on_gpu = runtime_verdict(runtime if runtime is not None else empty_runtime(NOT_REQUESTED))
+    for_gpu = art["target"] in GPU_TARGETS
+    set_check(art, "gpu_static", static, required=for_gpu and runtime is None)
+    set_check(art, "gpu_runtime", on_gpu, required=for_gpu and runtime is not None)
+    decided = gpu_decision(static, on_gpu)
+    art["gpu_ok"] = decided.to_dict()["passed"]
+    art["gpu_reason"] = None if decided.ok else (
+        f"{'GPU runtime' if decided is on_gpu else 'static GPU check'}: {decided.reason}")
+    prediction = fp16_prediction(ctx)
+    if prediction is not None:
+        art["fp16_compute"] = prediction
+    set_check(art, "fp16_compute", fp16_verdict(prediction), required=False)
+    return art
+
+
+def small_fp32(ctx: ExportContext) -> Path | None:
+    """An FP32 re-export of the same model and rewrites at a small shape (None when the export is small)."""
+    hw = small_hw(ctx.built.input_hw)
+    if hw is None:
+        return None
+    if ctx.small_fp32 is None:
+        from ..build import build
+
+        b = ctx.built
+        small = build(b.spec, hw, b.weights, rewrites=b.rewrites, pos_formula=b.pos_formula)
+        ctx.small_fp32 = export_tflite(small.model, hw, ctx.scratch / f"{ctx.stem}_small_fp32.tflite")
+    return ctx.small_fp32
+
+
+def gpu_runtime(ctx: ExportContext, path: Path, variant: Variant | None) -> dict:
+    """Runtime section of the GPU check for ``path``; numbers come from a small re-export when there is one."""
+    small = numeric = small_fp32(ctx)
+    if small is not None and variant is not None:
+        numeric = ctx.scratch / f"{ctx.stem}_small{variant.suffix}.tflite"
+        write_bytes(numeric, variant.make(small, ctx.options))
+    tol = variant.gpu_tol if variant is not None else None
+    return check_tflite(path, run_gpu=True, numeric_file=numeric, rel_l2_tol=tol)["runtime"]
+
+
+def fp16_prediction(ctx: ExportContext) -> dict | None:
+    """The FP16-compute prediction of this export's model over the verification images (computed once)."""
+    if not ctx.options.fp16_sim:
+        return None
+    if ctx.fp16_prediction is None:
+        from ..verify.images import image_set
+
+        ctx.fp16_prediction = predict_fp16(ctx.built.model, ctx.built.input_hw,
+                                           normalize="fold_input_normalization" not in ctx.built.rewrites,
+                                           accumulate=ctx.options.fp16_accumulate,
+                                           images=image_set(ctx.options.images)[1])
+    return ctx.fp16_prediction

@@ -1,0 +1,59 @@
+"""The `depthport` command line: one module per command (models, export, predict, check, verify, bench, card).
+
+May import every stage; nothing in the package imports cli.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .. import quiet
+from . import bench, card, check, export, models, predict, verify
+
+COMMANDS = {"models": models, "export": export, "predict": predict, "check": check, "verify": verify,
+            "bench": bench, "card": card}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="depthport", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, module in COMMANDS.items():
+        module.add_parser(sub).set_defaults(handler=module.run)
+    return parser
+
+
+def known_errors() -> tuple[type[BaseException], ...]:
+    """Errors shown as one line with exit status 2: bad input, or a check that could not be made."""
+    from ..check.tflite_graph import TfliteReadError
+    from ..errors import InputError
+    from ..report.schema import ReportError
+    from ..weights import WeightsError
+
+    # OS errors on paths the user gave: an output under a file, a folder given as a file, a folder not writable
+    return (InputError, WeightsError, ReportError, TfliteReadError, FileNotFoundError, PermissionError,
+            NotADirectoryError, IsADirectoryError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except known_errors() as exc:
+        if args.debug:
+            raise
+        print(f"depthport {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"depthport {args.command}: interrupted; nothing was written", file=sys.stderr)
+        return 130
+
+
+def entry() -> None:
+    """The console script: main(), then the process exits without the runtimes' teardown log lines."""
+    code = main()
+    if not os.environ.get("DEPTHPORT_VERBOSE"):
+        quiet.mute_native_stderr_for_exit()
+    sys.exit(code)

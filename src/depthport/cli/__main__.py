@@ -1,0 +1,5 @@
+"""`python -m depthport.cli ...`, the same as the `depthport` console script."""
+
+from . import entry
+
+entry()

@@ -1,0 +1,65 @@
+"""Argument types and helpers shared by the subcommands, and the console they print to."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import InputError
+from ..preprocess import parse_size, size_from_aspect
+from ..runtimes.litert_gpu import use_swiftshader
+from ..runtimes.litert_options import ACCELERATORS, GPU_PRECISIONS
+
+
+def console(stderr: bool = False):
+    """A rich console; 160 columns when not on a terminal, so piped tables are not truncated."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else 160)
+
+
+def thread_count(text: str) -> int:
+    """``--threads``: a whole number of CPU threads, at least 1 (an argparse ``type=``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of threads >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 thread, got {value}")
+    return value
+
+
+def add_threads(parser, help_text: str = "CPU threads") -> None:
+    parser.add_argument("--threads", type=thread_count, default=2, help=f"{help_text} (default 2)")
+
+
+def add_accelerator_args(parser) -> None:
+    """The --accelerator / --gpu-precision / --swiftshader options shared by predict and bench."""
+    parser.add_argument("--accelerator", choices=ACCELERATORS, default="cpu",
+                        help="run .tflite files on the CPU or, every op, on the LiteRT GPU accelerator")
+    parser.add_argument("--gpu-precision", choices=GPU_PRECISIONS, default="fp32",
+                        help="GPU compute precision (default fp32: GpuOptions(enforce_f32=True)); fp16 lets the "
+                             "GPU compute in half precision, which can give wrong depth")
+    parser.add_argument("--swiftshader", action="store_true",
+                        help="with --accelerator gpu: use depthport's SwiftShader Vulkan driver (no GPU here)")
+
+
+def accelerator_options(args) -> dict:
+    """load_runner options from the parsed --accelerator/--gpu-precision/--swiftshader."""
+    if args.swiftshader:
+        if args.accelerator != "gpu":
+            raise InputError("--swiftshader goes with --accelerator gpu")
+        use_swiftshader()
+    return {"accelerator": args.accelerator, "gpu_precision": args.gpu_precision}
+
+
+def export_size(args, default_hw: tuple[int, int]) -> tuple[int, int]:
+    """HxW from --size, or --long-side with --aspect, else the model's default."""
+    if args.size and args.long_side:
+        raise InputError("give either --size or --long-side/--aspect, not both")
+    if args.size:
+        return parse_size(args.size)
+    if args.long_side:
+        return size_from_aspect(args.long_side, args.aspect or "4:3")
+    return default_hw

@@ -1,0 +1,162 @@
+"""`depthport export MODEL`: build, rewrite, export, check, verify, bench and report, into one folder."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+
+from .common import add_threads, console, export_size
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser("export", help="export a model to on-device files with a report")
+    p.add_argument("model", help="model id (see `depthport models`)")
+    p.add_argument("--weights", help="the model's published checkpoint (default; Hugging Face cache, then the hub) | "
+                                     "random | PATH (.pth, .safetensors, folder) | HF repo id")
+    p.add_argument("--fallback-random", action="store_true",
+                   help="when the published weights cannot be had (offline, nothing cached), use random weights "
+                        "and say so, instead of failing")
+    p.add_argument("--size", help="export shape HxW, both multiples of 14 (default: the model's)")
+    p.add_argument("--long-side", type=int, help="long side in pixels, with --aspect")
+    p.add_argument("--aspect", help="W:H aspect for --long-side (e.g. 4:3, 9:16)")
+    p.add_argument("--targets", default="litert-fp32", help="comma-separated export targets")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--resize", choices=["exact", "approx"], default="exact",
+                   help="exact: align_corners=True as band matrices; approx: GPU-native align_corners=False")
+    p.add_argument("--fold-normalization", action="store_true", help="fold ImageNet mean/std in; input RGB 0..1")
+    p.add_argument("--pos-embed", choices=["official", "transformers"],
+                   help="position-embedding resampling formula (default: the checkpoint source's)")
+    p.add_argument("--images", help="folder of images for parity checks (default: scikit-image's natural images)")
+    add_threads(p, "CPU threads for verification and timing")
+    p.add_argument("--skip", default="", help="comma-separated stages to skip: ledger, verify, bench, report, card")
+    p.add_argument("--gate", action="append", default=[], metavar="PRECISION.METRIC=VALUE",
+                   help="override a parity gate, e.g. fp32.pearson=0.9999 or int8.delta125=0.99 (repeatable)")
+    p.add_argument("--no-fp64", action="store_true",
+                   help="skip the float64 reference (FP32 files are then unverified: their gate compares the file's "
+                        "error against float64 with upstream FP32's own)")
+    p.add_argument("--fp16-safe-norm", action="store_true",
+                   help="add the fp16_safe_norm rewrite: norms computed on x/k, exact in FP32, finite in FP16 for 16x "
+                        "larger activations (for files a GPU may run in FP16)")
+    p.add_argument("--run-gpu", action="store_true",
+                   help="also compile each .tflite GPU-only on the LiteRT GPU accelerator (SwiftShader where there is "
+                        "no GPU) and compare it with the CPU, on a small re-export when the shape is large")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the final table and errors")
+    p.add_argument("-v", "--verbose", action="store_true", help="show the converters' own logs")
+    return p
+
+
+SKIPPABLE = ("ledger", "verify", "bench", "report", "card")
+
+
+def published_weights(spec) -> str:
+    """The model's published checkpoint (its Hugging Face repo); random for test-only configurations."""
+    return spec.hf_repo or spec.official_repo or "random"
+
+
+def options_from(args):
+    """The typed export options from the parsed arguments; every bad value is refused before any work."""
+    from ..errors import InputError
+    from ..export.context import StageOptions
+    from ..outdir import require_folder
+    from ..pipeline import ExportOptions, parse_targets
+    from ..registry import get_spec
+    from ..report.provenance import command_line
+    from ..verify.gates import thresholds
+    from ..verify.images import image_set
+
+    spec = get_spec(args.model)
+    skip = frozenset(s.strip() for s in args.skip.split(",") if s.strip())
+    if skip - set(SKIPPABLE):
+        raise InputError(f"cannot skip {', '.join(sorted(skip - set(SKIPPABLE)))}; skippable: {', '.join(SKIPPABLE)}")
+    stages = StageOptions(images=args.images, threads=args.threads, skip=skip, gates=args.gate, no_fp64=args.no_fp64,
+                          run_gpu=args.run_gpu)
+    opts = ExportOptions(model=spec.id, weights=args.weights or published_weights(spec),
+                         input_hw=export_size(args, spec.default_hw), out_dir=Path(args.out),
+                         targets=parse_targets(args.targets), resize=args.resize,
+                         fold_normalization=args.fold_normalization, pos_formula=args.pos_embed,
+                         fp16_safe_norm=args.fp16_safe_norm, command=command_line(), stages=stages)
+    thresholds(args.gate)
+    if args.images:
+        image_set(args.images)
+    require_folder(opts.out_dir)
+    return opts
+
+
+def run(args) -> int:
+    import dataclasses
+
+    from ..pipeline import run_export
+    from ..quiet import native_stderr_muted
+    from ..weights import WeightsUnavailable
+    from .progress import StageProgress
+
+    if args.verbose:
+        os.environ["DEPTHPORT_VERBOSE"] = "1"
+    opts = options_from(args)
+    err = console(stderr=True)
+    if "verify" in opts.stages.skip:
+        err.print("[yellow]--skip verify: parity is not measured; every file is UNVERIFIED[/]")
+    live = err.is_terminal and not args.quiet
+    with terminate_as_interrupt(), native_stderr_muted(not args.verbose):
+        try:
+            report = run_export(opts, StageProgress(err) if live else None)
+        except WeightsUnavailable as exc:
+            if not (args.fallback_random and args.weights is None):
+                raise
+            err.print(f"[bold red]published weights unavailable, so RANDOM WEIGHTS are used[/]: {exc}")
+            report = run_export(dataclasses.replace(opts, weights="random"), StageProgress(err) if live else None)
+    summary(report, opts.out_dir)
+    return exit_status(report)
+
+
+def exit_status(report: dict) -> int:
+    """0 when every requested target shipped (or is unverified only because a check was skipped on request);
+    otherwise 1, with one line per target on stderr naming why."""
+    from ..report.schema import SHIPPED, UNVERIFIED, skipped_only
+
+    bad = [a for a in report["artifacts"]
+           if a["status"] != SHIPPED and not (a["status"] == UNVERIFIED and skipped_only(a))]
+    for art in bad:
+        print(f"depthport export: {art['target']} ({art['file']}) {art['status']}: {art['status_reason']}",
+              file=sys.stderr)
+    return 1 if bad else 0
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt in the block, so a terminated export cleans up like Ctrl-C."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def summary(report: dict, out_dir: Path) -> None:
+    """The final table: each file's status, its verdicts and, when it did not ship, why."""
+    from rich.table import Table
+
+    from ..report.schema import verdict_of
+
+    out = console()
+    if report.get("random_weights"):
+        out.print("[bold red]RANDOM WEIGHTS: these files are for dry runs; their depth means nothing.[/]")
+    table = Table(title=f"{report['model']} -> {out_dir}")
+    for col in ("file", "target", "MB", "ops", "status", "parity", "GPU static", "GPU runtime", "why"):
+        table.add_column(col, overflow="fold")
+    style = {"shipped": "green", "unverified": "yellow", "not shipped": "red"}
+    for a in report["artifacts"]:
+        cells = []
+        for check in ("parity", "gpu_static", "gpu_runtime"):
+            v = verdict_of(a, check)
+            cells.append("-" if v is None else {"pass": "pass", "fail": "FAIL"}.get(v.state, v.state))
+        why = "" if a["status"] == "shipped" else a["status_reason"]
+        table.add_row(a["file"], a["target"], f"{a['bytes'] / 1e6:.1f}", str(a.get("op_count", "-")),
+                      f"[{style[a['status']]}]{a['status']}[/]", *cells, why)
+    out.print(table)

@@ -1,0 +1,87 @@
+"""What every export stage reads and writes: the built model, the output folder, typed options, the files."""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from ..build import Built
+
+
+@dataclass(kw_only=True)
+class StageOptions:
+    """Options the stages read (the CLI's export flags); a dict of these names converts on construction."""
+
+    images: str | None = None  # folder of verification images (default: scikit-image's natural images)
+    threads: int = 2
+    skip: frozenset[str] = frozenset()  # stages skipped on request: ledger, verify, bench, report, card
+    gates: dict | list | None = None  # parity-gate overrides (verify.gates.thresholds)
+    no_fp64: bool = False  # no float64 reference: FP32 files are then unverified
+    run_gpu: bool = False  # the real LiteRT GPU accelerator (SwiftShader without a GPU) decides the GPU verdict
+    fp16_sim: bool = True  # the FP16-compute prediction
+    fp16_accumulate: str = "fp16"  # matrix-product accumulation in that prediction: "fp16" or "fp32"
+    int8_keep_float: str | None = None  # regex of op scopes left float in INT8 files (default INT8_KEEP_FLOAT)
+    probe: bool = True  # the GEMM probe of the bench stage (its % of peak)
+
+    def __post_init__(self):
+        self.skip = frozenset(self.skip)
+
+    @classmethod
+    def of(cls, value: StageOptions | dict | None) -> StageOptions:
+        if isinstance(value, cls):
+            return value
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(value or {}) - known)
+        if unknown:
+            raise TypeError(f"unknown export option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**(value or {}))
+
+
+@dataclass
+class ExportContext:
+    """One export: ``files`` maps each target to the file it wrote (updated when a file moves to not-shipped/)."""
+
+    built: Built
+    out_dir: Path
+    stem: str
+    options: StageOptions | dict = field(default_factory=StageOptions)
+    files: dict[str, Path] = field(default_factory=dict)
+    fp32_source: Path | None = None  # the FP32 .tflite the LiteRT variants are made from
+    small_fp32: Path | None = None  # a small-shape FP32 re-export for the numerical GPU run
+    fp16_prediction: dict | None = None
+    figures: dict | None = None  # what report.html draws (verify fills it)
+    progress: object = None  # a depthport.cli.progress reporter, or None
+    _scratch: Path | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        self.options = StageOptions.of(self.options)
+
+    @property
+    def input_shape(self) -> list[int]:
+        return [1, 3, *self.built.input_hw]
+
+    @property
+    def output_shape(self) -> list[int]:
+        return self.built.spec.output_shape(self.built.input_hw)
+
+    @property
+    def scratch(self) -> Path:
+        """A temporary folder for this export's intermediate files, removed at exit."""
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="depthport-export-"))
+            atexit.register(shutil.rmtree, self._scratch, True)
+        return self._scratch
+
+    def detail(self, text: str) -> None:
+        """Show how far the running stage is (images n/N, rounds r/R) where a person is watching."""
+        if self.progress is not None:
+            self.progress.detail(text)
+
+
+def artifact_entry(ctx: ExportContext, path: Path, name: str, **extra) -> dict:
+    """The report entry every target returns: file, target, size and shapes, plus the target's own fields."""
+    return {"file": path.name, "target": name, "bytes": path.stat().st_size, "input_shape": ctx.input_shape,
+            "output_shape": ctx.output_shape, **extra}
