@@ -33,7 +33,7 @@ demo: venv
 		-o $(DEMO_OUT)/chelsea_depth.png --npy $(DEMO_OUT)/chelsea_depth.npy
 
 test: venv gpu-setup
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python -m pytest -q -rs -n 2 --dist loadfile
 
 clean:
 	rm -rf $(DEMO_OUT) .pytest_cache

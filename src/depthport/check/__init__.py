@@ -1,4 +1,5 @@
-"""GPU-delegation checks for .tflite files: static rules with their sources, and the real accelerator."""
+"""check: GPU-delegation rules as data, the static checker, the real accelerator run and the check stage.
+May import export (files to check) and report.schema; not verify, bench, pipeline or cli."""
 
 from depthport.check.gpu_runtime import parse_rejected_ops, run_gpu_check
 from depthport.check.rules import RULES, Rule

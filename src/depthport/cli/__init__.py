@@ -1,7 +1,5 @@
-"""The `depthport` command line: one module per command (models, export, predict, check, verify, bench, card).
-
-May import every stage; nothing in the package imports cli.
-"""
+"""cli: the `depthport` command line, one module per command (models, export, predict, check, verify, bench,
+card). May import every stage; nothing in the package imports cli."""
 
 from __future__ import annotations
 

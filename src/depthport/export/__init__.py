@@ -1,1 +1,2 @@
-"""Exporters: one module per runtime, each taking a built model and writing one file atomically."""
+"""export: the targets that write one file each (LiteRT, ExecuTorch, ONNX) and the export context.
+May import build, models, rewrites and fp16; not check, verify, bench, report (but its schema), pipeline or cli."""

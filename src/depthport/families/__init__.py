@@ -1,3 +1,2 @@
-"""The architecture families (`depthport.spec.Family`), one module each: how each is built, loaded, checked
-against its upstream and fed. Torch and the upstream packages are imported when a function runs, so that the
-registry (and `depthport predict`, `depthport models`) can read the families without importing torch."""
+"""families: each architecture family's functions (build, load, reference, preprocess) that a ModelSpec names.
+May import models, weights and reference lazily; not export or later stages."""

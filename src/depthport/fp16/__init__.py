@@ -1,5 +1,5 @@
-"""FP16 on mobile GPUs: predict what FP16 compute does to a model (simulate), an FP16-safe rewrite of the
-folded LayerNorm (safe, the rewrite ``fp16_safe_norm``), and FP16 weight storage (weights)."""
+"""fp16: what FP16 compute does to a model (simulate), the FP16-safe norm rewrite and FP16 weight storage.
+May import models; not export or later stages."""
 
 from .safe import Fp16SafeScaleNorm, fp16_safe_norm
 from .simulate import FP16_MAX, Fp16Prediction, simulate_fp16

@@ -1,1 +1,2 @@
-"""Architectures, kept apart from weights (see depthport.weights) and from graph rewrites (depthport.rewrites)."""
+"""models: the architectures in export form (DINOv2, DPT, DualDPT, shared layers) and their configs.
+May import torch only; weights, rewrites and families import models, never the reverse."""

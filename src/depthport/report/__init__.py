@@ -1,4 +1,2 @@
-"""Reports: report.json's schema and verdicts (schema), report.html (html), the model card (card, snippets).
-
-May import verify/check results as data only; nothing here imports pipeline or cli.
-"""
+"""report: report.json (schema, provenance, the three-state verdict), report.html and the model card (templates/).
+May import bench.machine and the results of every stage as data; nothing here imports pipeline or cli."""

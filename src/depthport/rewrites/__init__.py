@@ -1,8 +1,5 @@
-"""Named, exact-or-declared transformations of a built model that make its exported graph GPU-clean.
-
-Each rewrite changes the module tree in place after the weights are loaded. ``REWRITES`` lists them in the
-order they are applied; ``ledger.measure`` records each one's numerical effect.
-"""
+"""rewrites: named, exact-or-declared transformations of a built model, and their measured effect (ledger).
+May import models and fp16.safe; not export or later stages."""
 
 from .steps import REWRITES, Rewrite, apply, default_rewrites
 

@@ -1,8 +1,5 @@
-"""One runner per runtime, same interface: ``runner.run(x: (1,3,H,W) float32) -> depth (1,H,W) float32``.
-
-Exported files (LiteRT, ExecuTorch, ONNX) get theirs from ``load_runner``; a PyTorch module gets
-``runtimes.torch.TorchRunner``.
-"""
+"""runtimes: one runner per runtime, same interface: ``runner.run(x: (1,3,H,W) float32) -> depth``.
+May import check.tflite_graph (file validation) and errors; no stage imports flow back into runtimes."""
 
 from .base import Runner, load_runner
 

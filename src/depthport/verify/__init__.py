@@ -1,4 +1,5 @@
-"""Verification of exported files: parity with the upstream PyTorch model, ground-truth accuracy, gates."""
+"""verify: parity with the upstream PyTorch model (and float64), ground-truth accuracy, gates and file status.
+May import runtimes, reference, build and report.schema; not bench, report rendering, pipeline or cli."""
 
 from .gates import DEFAULTS as GATE_DEFAULTS, apply_gates, evaluate as evaluate_gate, thresholds
 from .metrics import delta125, max_abs, pearson, pooled_rel_l2, rel_l2, summarize
