@@ -19,6 +19,22 @@ def console(stderr: bool = False):
     return Console(stderr=stderr, width=None if stream.isatty() else 160)
 
 
+def status_console():
+    """A console on a copy of stderr's file descriptor: what it prints (progress, warnings) still shows while
+    ``quiet.native_stderr_muted`` silences the native libraries' lines on fd 2."""
+    import os
+
+    from rich.console import Console
+
+    sys.stderr.flush()
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # stderr replaced by a Python object (a capture): no fd to mute
+        return console(stderr=True)
+    stream = os.fdopen(os.dup(fd), "w", buffering=1)
+    return Console(file=stream, width=None if stream.isatty() else 160)
+
+
 def thread_count(text: str) -> int:
     """``--threads``: a whole number of CPU threads, at least 1 (an argparse ``type=``)."""
     try:

@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .common import add_threads, console, export_size
+from .common import add_threads, console, export_size, status_console
 
 
 def add_parser(subparsers):
@@ -96,7 +96,7 @@ def run(args) -> int:
     if args.verbose:
         os.environ["DEPTHPORT_VERBOSE"] = "1"
     opts = options_from(args)
-    err = console(stderr=True)
+    err = status_console()
     if "verify" in opts.stages.skip:
         err.print("[yellow]--skip verify: parity is not measured; every file is UNVERIFIED[/]")
     live = err.is_terminal and not args.quiet
@@ -106,7 +106,7 @@ def run(args) -> int:
         except WeightsUnavailable as exc:
             if not (args.fallback_random and args.weights is None):
                 raise
-            err.print(f"[bold red]published weights unavailable, so RANDOM WEIGHTS are used[/]: {exc}")
+            err.print(f"[bold red]published weights unavailable, so RANDOM WEIGHTS are used[/]: {exc}", soft_wrap=True)
             report = run_export(dataclasses.replace(opts, weights="random"), StageProgress(err) if live else None)
     summary(report, opts.out_dir)
     return exit_status(report)
