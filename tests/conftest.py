@@ -1,4 +1,5 @@
-"""Shared fixtures: no network, the tiny Depth Anything V2 config, its random weights, a tiny LiteRT export."""
+"""Shared fixtures: no network, the conversion memo (`conversion_memo`), the tiny Depth Anything V2 config, its
+random weights, a tiny LiteRT export."""
 
 from __future__ import annotations
 
@@ -9,6 +10,19 @@ from helpers import TINY_HW
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def conversion_memo(tmp_path_factory):
+    """One real conversion per distinct module and shape for the whole run, shared by the xdist workers."""
+    from conversion_memo import ENV, Memo, install
+
+    base = tmp_path_factory.getbasetemp()
+    memo = Memo((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "conversion-memo")
+    with pytest.MonkeyPatch.context() as patch:
+        install(patch, memo)
+        patch.setenv(ENV, str(memo.folder))
+        yield memo
 
 
 @pytest.fixture(scope="session")

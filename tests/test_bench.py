@@ -139,7 +139,9 @@ def test_device_run_script_small_mode(tmp_path):
     """benchmarks/device_run.sh --small with this venv: tiny files, CPU at 1 and 2 threads with the probe; the
     GPU part runs only where nvidia-smi finds a GPU."""
     out = tmp_path / "out"
-    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable}
+    memo_site = str(Path(__file__).parent / "memo_site")  # its Python children share the conversion memo
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable,
+           "PYTHONPATH": os.pathsep.join(p for p in (memo_site, os.environ.get("PYTHONPATH")) if p)}
     proc = subprocess.run(["bash", str(BENCHMARKS / "device_run.sh"), "--small", "--no-install"], env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]

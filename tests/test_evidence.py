@@ -249,7 +249,8 @@ def test_reexport_replaces_only_what_depthport_wrote(tmp_path):
     assert not [p for p in tmp_path.iterdir() if ".depthport-staging-" in p.name]
 
 
-CHILD = "import sys\nfrom depthport.cli import main\nsys.exit(main(sys.argv[1:]))"
+CHILD = ("import sys\nsys.path.insert(0, 'tests')\nimport conversion_memo\nconversion_memo.install_from_env()\n"
+         "from depthport.cli import main\nsys.exit(main(sys.argv[1:]))")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
