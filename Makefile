@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT ?= demo-out
 
-.PHONY: venv demo test gpu-setup bench clean
+.PHONY: venv demo test gpu-setup web-setup bench clean
 
 venv: $(STAMP)
 
@@ -27,12 +27,21 @@ gpu-setup:
 		echo "SwiftShader setup failed: the GPU-accelerator tests cannot run (CI=true / DEPTHPORT_REQUIRE_GPU=1)" >&2; exit 1; \
 	else echo "SwiftShader setup failed: GPU-accelerator tests will be skipped (see -rs below)"; fi
 
+# The browser target's tests: Debian's chromium (apt, as root), the pinned npm runtimes (npm ci of
+# src/depthport/web/npm/package-lock.json) and Playwright (pinned in the test extras). Under CI a failed setup
+# fails the run: the browser tests may not skip there.
+web-setup:
+	@if bash scripts/setup_web.sh; then :; \
+	elif [ "$${CI:-}" = true ] || [ "$${DEPTHPORT_REQUIRE_GPU:-}" = 1 ]; then \
+		echo "browser setup failed: the browser tests cannot run (CI=true / DEPTHPORT_REQUIRE_GPU=1)" >&2; exit 1; \
+	else echo "browser setup failed: browser tests will be skipped (see -rs below)"; fi
+
 demo: venv
 	$(BIN)/depthport export da2-small --fallback-random --size 518x686 --targets litert-fp32 --out $(DEMO_OUT)
 	$(BIN)/depthport predict $(DEMO_OUT)/da2_small_fp32.tflite src/depthport/assets/chelsea.jpg \
 		-o $(DEMO_OUT)/chelsea_depth.png --npy $(DEMO_OUT)/chelsea_depth.npy
 
-test: venv gpu-setup
+test: venv gpu-setup web-setup
 	$(BIN)/python -m pytest -q -rs -n 2 --dist loadfile
 
 clean:

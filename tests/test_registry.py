@@ -1,8 +1,10 @@
 """Every registered model id, through the tiny config of its architecture: built from its spec alone with the
-default rewrites, exported to LiteRT FP32, run, and equal to the eager export-form model; the spec's facts
-(pretraining shape, output space and shape, weight formats, preprocessing) checked against its config.
+default rewrites, exported to LiteRT FP32, run, equal to the eager export-form model and GPU-clean; the spec's
+facts (pretraining shape, output space, meaning and shape, weight formats, preprocessing) checked against its
+config; its output's meaning and units carried through report.json, the model card and `predict`.
 
-Ids that share a tiny config (da2-small/base/large) share one export: each distinct tiny config is exported once.
+Ids that share a tiny config (da2-small/base/large) share one export: each distinct tiny config is exported once
+(da3-metric-tiny and da3-mono-tiny are one architecture, so one export, with a report each).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -39,16 +42,17 @@ def tiny_export(request, tmp_path_factory):
     """tiny id -> its `TinyExport`, made on first use (a `-k` selection exports only what it needs). The
     session's own tiny export (conftest's ``tiny_tflite``: random weights, default rewrites) is reused when it
     is the same config at the same shape."""
-    cache: dict[str, TinyExport] = {}
+    cache: dict[tuple, TinyExport] = {}
 
     def get(tiny_id: str) -> TinyExport:
-        if tiny_id not in cache:
-            spec = MODELS[tiny_id]
+        spec = MODELS[tiny_id]
+        key = (spec.arch.name, spec.model_config, spec.default_hw)  # one export per distinct architecture
+        if key not in cache:
             if spec is request.getfixturevalue("tiny_spec") and spec.default_hw == TINY_HW:
-                cache[tiny_id] = _run(request.getfixturevalue("tiny_built"), request.getfixturevalue("tiny_tflite"))
+                cache[key] = _run(request.getfixturevalue("tiny_built"), request.getfixturevalue("tiny_tflite"))
             else:
-                cache[tiny_id] = _export(spec, tmp_path_factory.mktemp(tiny_id))
-        return cache[tiny_id]
+                cache[key] = _export(spec, tmp_path_factory.mktemp(tiny_id))
+        return cache[key]
 
     return get
 
@@ -86,8 +90,9 @@ def test_every_id_names_a_registered_tiny_config_of_its_architecture(model_id):
     h, w = tiny.default_hw
     assert h % 14 == 0 and w % 14 == 0 and max(h, w) <= 14 * 8, "the tiny shape must stay small"
     # what the tests show for the tiny config holds for the id: same output meaning and position formula
-    for name in ("output", "output_space", "channel_dim", "pos_formula"):
+    for name in ("output", "output_space", "output_meaning", "focal_reference", "channel_dim", "pos_formula"):
         assert getattr(tiny, name) == getattr(spec, name), name
+    assert (tiny.max_depth is None) == (spec.max_depth is None)
 
 
 @pytest.mark.parametrize("model_id", IDS)
@@ -97,7 +102,7 @@ def test_tiny_litert_export_runs_and_matches_eager(model_id, tiny_export):
     spec = MODELS[model_id]
     tiny = tiny_spec(spec)
     made = tiny_export(tiny.id)
-    assert made.built.spec is tiny and made.built.rewrites == default_rewrites()
+    assert made.built.spec.model_config == tiny.model_config and made.built.rewrites == default_rewrites()
     assert made.path.stat().st_size > 0
     expected = tuple(spec.output_shape(tiny.default_hw))
     assert made.tflite.shape == made.eager.shape == expected
@@ -201,3 +206,121 @@ def test_spec_is_keyword_only_frozen_and_checked():
 def test_registry_and_predict_import_without_torch():
     code = "import sys, depthport.registry, depthport.predict; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+BANNED_OPS = ("GATHER", "GATHER_ND", "EMBEDDING_LOOKUP", "BROADCAST_TO", "TRANSPOSE_CONV", "RESIZE_BILINEAR",
+              "RESIZE_NEAREST_NEIGHBOR", "SELECT_V2", "SCATTER_ND", "CAST")
+
+
+@pytest.mark.parametrize("tiny_id", TINY_IDS)
+def test_tiny_export_is_gpu_clean_and_rank4(tiny_id, tiny_export):
+    from depthport.check.tflite_graph import graph_summary
+    from depthport.check.verdict import check_tflite
+
+    path = tiny_export(tiny_id).path
+    verdict, summary = check_tflite(path), graph_summary(path)
+    errors = [v for v in verdict["violations"] if v["severity"] == "error"]
+    assert verdict["gpu_clean"] and not errors, errors
+    assert summary["max_tensor_rank"] <= 4
+    assert not set(BANNED_OPS) & set(summary["op_histogram"]), summary["op_histogram"]
+
+
+@pytest.mark.parametrize("tiny_id", [t for t in TINY_IDS if MODELS[t].metric])
+def test_metric_heads_run_fully_on_the_gpu_accelerator(tiny_id, tiny_export):
+    """The heads new to metric depth (sigmoid x max_depth, exp) on the real LiteRT GPU accelerator (SwiftShader)."""
+    from depthport.check.verdict import check_tflite
+    from helpers import vulkan_or_skip
+
+    vulkan_or_skip()
+    runtime = check_tflite(tiny_export(tiny_id).path, run_gpu=True)["runtime"]
+    assert runtime["fully_delegated"] and runtime["rel_l2_vs_cpu"] <= 1e-4, runtime
+
+
+@pytest.fixture(scope="module")
+def tiny_report(tiny_export, tmp_path_factory):
+    """tiny id -> (folder, report): its tiny export copied into a folder of its own, with the report.json and
+    README.md that the export's own stages write (check without the FP16 prediction, verify skipped on request)."""
+    cache: dict[str, tuple] = {}
+
+    def get(tiny_id: str):
+        if tiny_id not in cache:
+            cache[tiny_id] = _report(MODELS[tiny_id], tiny_export(tiny_id), tmp_path_factory.mktemp(f"{tiny_id}-out"))
+        return cache[tiny_id]
+
+    return get
+
+
+def _report(spec: ModelSpec, made: TinyExport, folder):
+    import shutil
+
+    from depthport.export.context import ExportContext, StageOptions, artifact_entry
+    from depthport.pipeline import STAGES, ExportOptions, new_report
+    from depthport.report.schema import dumps
+
+    stem = spec.id.replace("-", "_")
+    path = folder / f"{stem}_fp32.tflite"
+    shutil.copyfile(made.path, path)
+    built = dataclasses.replace(made.built, spec=spec)  # the same network, this id
+    stages = StageOptions(skip={"ledger", "verify", "bench", "report"}, fp16_sim=False)
+    opts = ExportOptions(model=spec.id, weights="random", input_hw=built.input_hw, out_dir=folder,
+                         targets=("litert-fp32",), stages=stages)
+    ctx = ExportContext(built, folder, stem, options=stages)
+    report = new_report(opts, spec, built)
+    report["artifacts"].append(artifact_entry(ctx, path, "litert-fp32", precision="fp32"))
+    for stage in STAGES:
+        if stage.name in ("check", "verify", "card"):
+            stage.run(ctx, report)
+    (folder / "report.json").write_text(dumps(report))
+    return folder, path
+
+
+@pytest.mark.parametrize("tiny_id", TINY_IDS)
+def test_output_meaning_reaches_report_and_card(tiny_id, tiny_report):
+    from depthport.report.schema import read_report
+
+    spec = MODELS[tiny_id]
+    folder, _ = tiny_report(tiny_id)
+    report = read_report(folder / "report.json")
+    units = spec.units()
+    assert report["output"] == spec.output and report["output_space"] == spec.output_space
+    assert report["output_units"] == units and units["meaning"] == spec.output_meaning
+    assert report["weights_detail"]["licence"] == spec.licence
+    card = (folder / "README.md").read_text()
+    io = card.split("## Input and output")[1].split("## Variants")[0]
+    snippets = card.split("## Use it")[1]
+    assert spec.output in io and f"| units | {units['line']} |" in io
+    if spec.needs_focal:
+        assert units["to_metres"] == "depth_m = value * focal_px / 300" and "value x focal_px / 300" in io
+        assert "60° horizontal field of view" in io and " m.\n" in io  # the worked example ends in metres
+        assert "depth_m = depth * focal_px / 300" in snippets and "depth[it] * focalPx / 300f" in snippets
+    elif spec.metric:
+        assert f"from 0 to {spec.max_depth:g} m" in io and "depth_m = depth   # already metres" in snippets
+    else:
+        assert units["unit"] is None and "focal_px" not in card and "depth_m" not in snippets
+
+
+@pytest.mark.parametrize("tiny_id", TINY_IDS)
+def test_predict_gives_the_output_in_its_units(tiny_id, tiny_report, tmp_path):
+    from depthport import __file__ as package
+    from depthport.errors import InputError
+    from depthport.predict import model_input, predict
+    from depthport.preprocess import load_image
+    from depthport.quiet import native_stderr_muted
+    from depthport.runtimes import load_runner
+
+    spec = MODELS[tiny_id]
+    _, model = tiny_report(tiny_id)
+    image_path = Path(package).parent / "assets" / "chelsea.jpg"
+    image = load_image(image_path)
+    focal = 700.0 if spec.needs_focal else None
+    with pytest.raises(InputError, match="--focal"):  # required where metres need it, refused elsewhere
+        predict(model, image_path, tmp_path / "x.png", focal=None if spec.needs_focal else 700.0)
+    with native_stderr_muted():
+        depth = predict(model, image_path, tmp_path / "d.png", tmp_path / "d.npy", focal=focal)
+        raw = np.asarray(load_runner(model).run(model_input(image, model, spec.default_hw))).reshape(depth.shape)
+    h, w = depth.shape
+    factor = focal * (w / image.width + h / image.height) / 2 / 300 if spec.needs_focal else 1.0
+    np.testing.assert_allclose(depth, raw * factor, rtol=1e-6)
+    assert np.array_equal(np.load(tmp_path / "d.npy"), depth)
+    png = Image.open(tmp_path / "d.png")
+    assert png.height == image.height and (png.width > image.width) == spec.metric  # colour bar in metres

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from .errors import InputError
 
+NOT_SHIPPED_DIR = "not-shipped"  # where the files that did not earn a slot go (verify.gates)
+
 STAGING_MARK = ".depthport-staging-"
 REPORT_FILES = ("report.json", "report.html", "README.md")
 
@@ -89,19 +91,21 @@ def written(staging: Path) -> list[str]:
 def commit(staging: Path, out: Path) -> None:
     """Move the staged export into ``out``, replacing what the previous depthport export wrote there."""
     out.mkdir(parents=True, exist_ok=True)
+    emptied = {(out / NOT_SHIPPED_DIR).resolve()}
     for rel in previous_files(out):
         path = _inside(out, rel)
         if path is not None:
             _remove(path)
+            emptied.update(p for p in path.parents if out.resolve() in p.parents)
     for rel in written(staging):
         target = out / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)
         os.replace(staging / rel, target)
-    parked = out / "not-shipped"
-    if parked.is_dir() and not any(parked.iterdir()):
-        parked.rmdir()
+    for folder in sorted(emptied, key=lambda p: len(p.parts), reverse=True):  # the previous export's, now empty
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
     shutil.rmtree(staging, ignore_errors=True)
 
 

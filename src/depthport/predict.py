@@ -1,9 +1,11 @@
-"""`depthport predict`: run any exported file on one image with the right preprocessing."""
+"""`depthport predict`: run any exported file on one image with the right preprocessing; metric models' depth in
+metres (with the camera's focal length where the model needs it)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +16,7 @@ from .atomic import atomic_path
 from .preprocess import InputError, load_image, to_tensor
 from .registry import MODELS
 from .runtimes import load_runner
-from .visualize import colorize
+from .visualize import colorize, depth_range, with_colorbar
 
 
 def export_report(model_path: Path) -> dict:
@@ -40,15 +42,60 @@ def model_input(image: Image.Image, model_path: Path, hw: tuple[int, int], lette
     return spec.preprocess(image, hw, normalize)
 
 
+def output_units(model_path: Path) -> dict | None:
+    """The file's output units, as its export's report states them (or, for an older report, its model id's);
+    None when no report says which model the file is."""
+    report = export_report(model_path)
+    if isinstance(report.get("output_units"), dict):
+        return report["output_units"]
+    spec = MODELS.get(str(report.get("model", "")))
+    return spec.units() if spec is not None else None
+
+
+def check_focal(units: dict | None, focal: float | None, model_path: Path, image_path) -> None:
+    """``--focal`` is required where metres need it, and refused where they do not (one-line InputErrors)."""
+    needs = bool((units or {}).get("focal_reference_px"))
+    if focal is None and needs:
+        raise InputError(f"{model_path.name} gives metres only with the camera's focal length: pass --focal PX, the "
+                         f"focal length in pixels of {Path(image_path).name} (metres = value x focal_px / "
+                         f"{units['focal_reference_px']:g} at the model's input size)")
+    if focal is not None and not needs:
+        what = "no report.json beside it says what its output is" if units is None else (
+            f"its output is {units['meaning']}")
+        raise InputError(f"--focal applies only to models whose metres need the focal length; "
+                         f"{model_path.name}: {what}")
+    if focal is not None and not (math.isfinite(focal) and focal > 0):
+        raise InputError(f"--focal must be a positive number of pixels, got {focal:g}")
+
+
+def to_metres(depth: np.ndarray, units: dict | None, focal: float | None, image_size: tuple[int, int],
+              letterbox: bool) -> np.ndarray:
+    """The model's output in metres (unchanged for an output that is metres already or has no unit). ``focal`` is in
+    pixels of the image (``image_size`` = (W, H)); at the input size it scales with the resize (the mean of the two
+    axes' scales for a stretch, the one scale of a letterbox)."""
+    ref = (units or {}).get("focal_reference_px")
+    if not ref:
+        return depth
+    h, w = depth.shape
+    sx, sy = w / image_size[0], h / image_size[1]
+    scale = min(sx, sy) if letterbox else (sx + sy) / 2
+    return depth * np.float32(focal * scale / ref)
+
+
 def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path, out_npy: str | Path | None = None,
             letterbox: bool = False, threads: int = 2, accelerator: str = "cpu",
-            gpu_precision: str = "fp32") -> np.ndarray:
-    """Depth (H, W) at the model's input size; writes a colourised PNG at the image's own size.
+            gpu_precision: str = "fp32", focal: float | None = None) -> np.ndarray:
+    """Depth (H, W) at the model's input size (in metres for a metric model); writes a colourised PNG at the
+    image's own size, with a colour bar in metres for a metric model.
 
-    ``accelerator="gpu"`` runs a .tflite on the LiteRT GPU accelerator with ``gpu_precision`` compute (FP32
-    unless "fp16" is asked for). The output paths are checked before anything runs (an existing folder, or a file
-    where a folder should be, is an InputError); the PNG and the .npy are written together or not at all."""
+    ``focal`` is the camera's focal length in pixels of the image, which models whose metres need it require
+    (Depth Anything 3 Metric) and others refuse. ``accelerator="gpu"`` runs a .tflite on the LiteRT GPU
+    accelerator with ``gpu_precision`` compute (FP32 unless "fp16" is asked for). The output paths are checked
+    before anything runs (an existing folder, or a file where a folder should be, is an InputError); the PNG and
+    the .npy are written together or not at all."""
     model_path = Path(model_path)
+    units = output_units(model_path)
+    check_focal(units, focal, model_path, image_path)
     taken = {model_path.resolve(): "the model file", Path(image_path).resolve(): "the image"}
     for option, out in (("-o", out_png), ("--npy", out_npy)):
         if out:
@@ -62,8 +109,11 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
         raise InputError(f"{model_path.name} does not take an image (input {list(runner.input_shape)})")
     hw = tuple(runner.input_shape[2:])
     x = model_input(image, model_path, hw, letterbox)
-    depth = np.asarray(runner.run(x)).reshape(hw)
-    picture = colorize(depth).resize(image.size, Image.Resampling.BILINEAR)
+    depth = to_metres(np.asarray(runner.run(x)).reshape(hw), units, focal, image.size, letterbox)
+    lo, hi = depth_range(depth)
+    picture = colorize(depth, lo=lo, hi=hi).resize(image.size, Image.Resampling.BILINEAR)
+    if (units or {}).get("metric"):
+        picture = with_colorbar(picture, lo, hi, "depth (m)")
     with contextlib.ExitStack() as both:  # both files or neither: each is renamed into place only if all went well
         png_tmp = both.enter_context(atomic_path(out_png))
         npy_tmp = both.enter_context(atomic_path(out_npy)) if out_npy else None

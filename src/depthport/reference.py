@@ -15,7 +15,8 @@ from .weights.formats import TRANSFORMERS
 
 
 def transformers_config(spec: ModelSpec):
-    """The transformers DepthAnythingConfig for one of our Depth Anything V2 sizes."""
+    """The transformers DepthAnythingConfig for one of our Depth Anything V2 sizes, relative (ReLU head) or metric
+    (sigmoid x max_depth)."""
     from transformers import DepthAnythingConfig, Dinov2Config
 
     cfg = spec.model_config
@@ -28,7 +29,8 @@ def transformers_config(spec: ModelSpec):
     return DepthAnythingConfig(
         backbone_config=backbone, patch_size=vit.patch, reassemble_hidden_size=vit.dim,
         neck_hidden_sizes=list(dpt.out_channels), fusion_hidden_size=dpt.features, head_hidden_size=dpt.head_hidden,
-        depth_estimation_type="relative",
+        depth_estimation_type="relative" if dpt.activation == "relu" else "metric",
+        **({"max_depth": int(dpt.max_depth)} if dpt.max_depth is not None else {}),  # its config types it int
     )
 
 
@@ -107,28 +109,42 @@ def _v5_name(key: str) -> str:
 
 
 class OfficialDA3Reference(nn.Module):
-    """The `depth-anything-3` package's DepthAnything3Net; returns depth (1, 1, H, W) for one image.
+    """The `depth-anything-3` package's DepthAnything3Net, backbone and depth head; returns depth (1, 1, H, W) for
+    one image.
 
-    Imports only ``depth_anything_3.cfg``/``.registry``/``.model`` (the package root and its API pull in
+    The network's camera decoder runs after the depth head and only adds the camera (it also fails in float64), so
+    the reference stops at the head's output, as the network's own forward computes it. Imports only ``depth_anything_3.cfg``/``.registry``/``.model`` (the package root and its API pull in
     torchvision and OpenCV, which are not needed to build the network). Tiny configs are assembled from the
-    package's own DinoVisionTransformer and DualDPT; the camera decoder is left out there.
+    package's own DinoVisionTransformer and DualDPT (or DPT); the camera decoder is left out there.
     """
 
     def __init__(self, spec: ModelSpec, weights: LoadedWeights):
         super().__init__()
-        from .weights.keymaps_da3 import OFFICIAL_DA3
-
+        fmt = spec.arch.weight_formats[0]
         self.model = _official_da3(spec).eval()
         self.label = f"depth-anything-3 {version('depth-anything-3')} DepthAnything3Net, weights {weights.source}"
-        state = {k.removeprefix(OFFICIAL_DA3.prefix): v for k, v in OFFICIAL_DA3.from_depthport(weights.state).items()}
+        state = {k.removeprefix(fmt.prefix): v for k, v in fmt.from_depthport(weights.state).items()}
         missing, unexpected = self.model.load_state_dict(state, strict=False)
-        missing = [k for k in missing if not any(re.fullmatch(p, k) for p in OFFICIAL_DA3.ignored)]
+        missing = [k for k in missing if not any(re.fullmatch(p, k) for p in fmt.ignored)]
         if missing or unexpected:
             raise RuntimeError(f"reference load failed: missing {missing[:5]}, unexpected {unexpected[:5]}")
 
     @torch.no_grad()
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([self.model(x[i : i + 1, None]).depth for i in range(x.shape[0])])
+        h, w = x.shape[-2:]
+        outs = []
+        for i in range(x.shape[0]):
+            feats, _ = self.model.backbone(x[i : i + 1, None])
+            outs.append(self.model._process_depth_head(feats, h, w).depth)
+        return torch.cat(outs)
+
+
+class OfficialDA3MonoReference(OfficialDA3Reference):
+    """The `depth-anything-3` package's DepthAnything3Net (DA3Metric / DA3Mono), backbone and depth head, before its
+    sky fill; returns the head's depth (1, 1, H, W) for one image.
+
+    The network then sets the pixels its sky head calls sky to the 99th percentile of the other pixels' depth (a
+    randomly sampled quantile): post-processing outside the depth network, which the export does not contain."""
 
 
 def _official_da3(spec: ModelSpec) -> nn.Module:
@@ -137,8 +153,11 @@ def _official_da3(spec: ModelSpec) -> nn.Module:
     from depth_anything_3.utils.logger import LOG_LEVELS, logger
 
     logger.level = min(logger.level, LOG_LEVELS["WARN"])  # its INFO lines go to stdout
-    if f"da3-{spec.config}" in MODEL_REGISTRY:
-        return create_object(load_config(MODEL_REGISTRY[f"da3-{spec.config}"]))
+    for name in (spec.config, f"da3-{spec.config}"):
+        if name in MODEL_REGISTRY:
+            return create_object(load_config(MODEL_REGISTRY[name]))
+    if spec.arch.name == "depth-anything-3-mono":
+        return _official_da3_mono_tiny(spec.model_config)
     from depth_anything_3.model.da3 import DepthAnything3Net
     from depth_anything_3.model.dinov2.dinov2 import DinoV2 as OfficialDinoV2
     from depth_anything_3.model.dinov2.vision_transformer import DinoVisionTransformer
@@ -154,6 +173,24 @@ def _official_da3(spec: ModelSpec) -> nn.Module:
     )
     dpt = DualDPT(head.in_dim, output_dim=head.output_dim, features=head.features, out_channels=list(head.out_channels))
     return DepthAnything3Net(backbone, dpt)
+
+
+def _official_da3_mono_tiny(cfg) -> nn.Module:
+    """The package's DepthAnything3Net for a toy-size monocular config: DinoVisionTransformer without RoPE,
+    QK-norm or camera token, and its DPT head (exp, sky head included as upstream builds it)."""
+    from depth_anything_3.model.da3 import DepthAnything3Net
+    from depth_anything_3.model.dinov2.dinov2 import DinoV2 as OfficialDinoV2
+    from depth_anything_3.model.dinov2.vision_transformer import DinoVisionTransformer
+    from depth_anything_3.model.dpt import DPT
+
+    vit, dpt = cfg.vit, cfg.dpt
+    backbone = OfficialDinoV2("vits", list(cfg.layers), cat_token=False)
+    backbone.pretrained = DinoVisionTransformer(
+        img_size=vit.pretrain_hw[0], patch_size=vit.patch, embed_dim=vit.dim, depth=vit.depth,
+        num_heads=vit.heads, mlp_ratio=vit.mlp_ratio, cat_token=False,
+    )
+    head = DPT(dpt.in_dim, output_dim=1, features=dpt.features, out_channels=list(dpt.out_channels))
+    return DepthAnything3Net(backbone, head)
 
 
 def reference_model(spec: ModelSpec, weights: LoadedWeights) -> nn.Module:

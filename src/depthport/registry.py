@@ -9,14 +9,48 @@ from __future__ import annotations
 from .errors import InputError
 from .families.da2 import DA2
 from .families.da3 import DA3
-from .spec import ModelSpec
+from .families.da3_mono import DA3_MONO
+from .spec import CANONICAL, METRES, RELATIVE, UP_TO_SCALE, ModelSpec
 
 __all__ = ["MODELS", "ModelSpec", "get_spec", "tiny_spec"]
 
 DA2_OUTPUT = "relative inverse depth (larger = nearer), shape [1, H, W]"
+DA2_METRIC_OUTPUT = "metric depth in metres (larger = farther), sigmoid x max_depth, shape [1, H, W]"
 DA3_OUTPUT = "depth up to scale (larger = farther), exp of the head's logit, shape [1, 1, H, W]"
-_DA2 = dict(arch=DA2, tiny="tiny", output=DA2_OUTPUT, output_space="inverse depth")
-_DA3 = dict(arch=DA3, tiny="tiny", output=DA3_OUTPUT, output_space="depth", channel_dim=True, pos_formula="official")
+DA3_METRIC_OUTPUT = ("canonical metric depth (larger = farther; metres = value x focal_px / 300), exp of the head's "
+                     "logit, shape [1, 1, H, W]")
+_DA2 = dict(arch=DA2, tiny="tiny", output=DA2_OUTPUT, output_space="inverse depth", output_meaning=RELATIVE)
+_DA2_METRIC = dict(arch=DA2, tiny="metric-tiny", output=DA2_METRIC_OUTPUT, output_space="depth",
+                   output_meaning=METRES, default_hw=(518, 686))
+_DA3 = dict(arch=DA3, tiny="tiny", output=DA3_OUTPUT, output_space="depth", output_meaning=UP_TO_SCALE,
+            channel_dim=True, pos_formula="official")
+_DA3_MONO = dict(arch=DA3_MONO, channel_dim=True, pos_formula="official", output_space="depth")
+_DA3_METRIC = dict(tiny="metric-tiny", output=DA3_METRIC_OUTPUT, output_meaning=CANONICAL, focal_reference=300.0,
+                   **_DA3_MONO)
+_DA3_MONO_LARGE = dict(tiny="mono-tiny", output=DA3_OUTPUT, output_meaning=UP_TO_SCALE, **_DA3_MONO)
+
+# Licences, from the Hub cards and the upstream READMEs (see each note).
+_METRIC_SMALL_NOTE = ("the official checkpoint's Hub card is tagged apache-2.0 and the -hf card has no licence tag; "
+                      "fine-tuned from Depth-Anything-V2-Small, whose weights are Apache-2.0")
+_METRIC_NC_NOTE = ("treated as non-commercial: fine-tuned from Depth-Anything-V2-{size}, whose weights are "
+                   "CC-BY-NC-4.0 (upstream README); the official checkpoint's Hub card is tagged apache-2.0 while the "
+                   "-hf card has no licence tag, and upstream has not said which applies "
+                   "(Depth-Anything-V2 issue #245)")
+_DA3_NOTE = "Depth Anything 3 README model table: {name} weights are Apache 2.0"
+_SCENES = {"indoor": ("Indoor", "Hypersim", "hypersim"), "outdoor": ("Outdoor", "VKITTI", "vkitti")}
+_SIZES = {"small": ("Small", "s"), "base": ("Base", "b"), "large": ("Large", "l")}
+
+
+def _da2_metric(scene: str, size: str) -> ModelSpec:
+    """da2-metric-{indoor,outdoor}-{small,base,large}: transformers' -hf repo and the official metric .pth."""
+    name, dataset, file_tag = _SCENES[scene]
+    size_name, letter = _SIZES[size]
+    licence, note = (("Apache-2.0", _METRIC_SMALL_NOTE) if size == "small"
+                     else ("CC-BY-NC-4.0", _METRIC_NC_NOTE.format(size=size_name)))
+    return ModelSpec(id=f"da2-metric-{scene}-{size}", config=f"metric-{scene}-{size}", licence=licence,
+                     licence_note=note, hf_repo=f"depth-anything/Depth-Anything-V2-Metric-{name}-{size_name}-hf",
+                     official_repo=f"depth-anything/Depth-Anything-V2-Metric-{dataset}-{size_name}",
+                     official_file=f"depth_anything_v2_metric_{file_tag}_vit{letter}.pth", **_DA2_METRIC)
 
 MODELS = {
     s.id: s
@@ -34,9 +68,25 @@ MODELS = {
                   official_repo="depth-anything/Depth-Anything-V2-Large", official_file="depth_anything_v2_vitl.pth",
                   **_DA2),
         ModelSpec(id="da2-tiny", config="tiny", licence="Apache-2.0", default_hw=(56, 70), hidden=True, **_DA2),
+        *(_da2_metric(scene, size) for scene in _SCENES for size in _SIZES),
+        ModelSpec(id="da2-metric-tiny", config="metric-tiny", licence="Apache-2.0", hidden=True,
+                  **{**_DA2_METRIC, "default_hw": (56, 70)}),
         ModelSpec(id="da3-small", config="small", licence="Apache-2.0", default_hw=(896, 504),
                   official_repo="depth-anything/DA3-SMALL", official_file="model.safetensors", **_DA3),
         ModelSpec(id="da3-tiny", config="tiny", licence="Apache-2.0", default_hw=(70, 42), hidden=True, **_DA3),
+        ModelSpec(id="da3-base", config="base", licence="Apache-2.0", default_hw=(896, 504),
+                  licence_note=_DA3_NOTE.format(name="DA3-BASE"),
+                  official_repo="depth-anything/DA3-BASE", official_file="model.safetensors", **_DA3),
+        ModelSpec(id="da3-metric-large", config="da3metric-large", licence="Apache-2.0", default_hw=(896, 504),
+                  licence_note=_DA3_NOTE.format(name="DA3METRIC-LARGE"),
+                  official_repo="depth-anything/DA3METRIC-LARGE", official_file="model.safetensors", **_DA3_METRIC),
+        ModelSpec(id="da3-mono-large", config="da3mono-large", licence="Apache-2.0", default_hw=(896, 504),
+                  licence_note=_DA3_NOTE.format(name="DA3MONO-LARGE"),
+                  official_repo="depth-anything/DA3MONO-LARGE", official_file="model.safetensors", **_DA3_MONO_LARGE),
+        ModelSpec(id="da3-metric-tiny", config="metric-tiny", licence="Apache-2.0", default_hw=(70, 42), hidden=True,
+                  **_DA3_METRIC),
+        ModelSpec(id="da3-mono-tiny", config="mono-tiny", licence="Apache-2.0", default_hw=(70, 42), hidden=True,
+                  **_DA3_MONO_LARGE),
     ]
 }
 

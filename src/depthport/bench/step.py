@@ -26,6 +26,9 @@ def apply(ctx, report: dict) -> None:
     for art in report["artifacts"]:
         if art.get("runnable_here") is False:
             continue
+        if art.get("web"):  # a browser page: its time per inference is measured in Chromium (verify.browser)
+            art["latency_ms"] = {"error": "a web folder: timed in the browser (see the browser section)"}
+            continue
         try:
             runner = load_runner(ctx.out_dir / art["file"], threads=threads)
         except (InputError, ModuleNotFoundError, RuntimeError) as exc:

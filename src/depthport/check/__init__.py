@@ -1,4 +1,5 @@
-"""check: GPU-delegation rules as data, the static checker, the real accelerator run and the check stage.
+"""check: GPU-delegation rules as data, the static checker, the real accelerator run and the check stage; what a
+browser's WebGPU run says about the GPU (``browser``: on the GPU or not, FP16 storage or arithmetic).
 May import export (files to check) and report.schema; not verify, bench, pipeline or cli."""
 
 from depthport.check.gpu_runtime import parse_rejected_ops, run_gpu_check

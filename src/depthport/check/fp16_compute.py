@@ -11,12 +11,16 @@ from ..fp16.simulate import simulate_fp16
 from ..report.schema import SKIPPED, Verdict
 
 SUMMARY_KEYS = ("rel_l2", "pearson", "overflow_layers", "first_bad_layer", "needs_enforce_f32")
+# Metric outputs: FP16 compute is also wrong when the worst image's mean error exceeds this, in the output's
+# unit (metres; for canonical depth, metres at the reference focal length). The FP16 parity gate's value.
+METRIC_TOLERANCE_M = 0.05
 
 
 def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: bool = True,
-                 accumulate: str = "fp16", images: list | None = None) -> dict:
+                 accumulate: str = "fp16", images: list | None = None, unit: str = "") -> dict:
     """FP16-compute prediction over ``images`` ([(name, PIL image)], default the built-in chelsea); when it
-    says FP32 must be enforced, also the prediction with the ``fp16_safe_norm`` rewrite applied."""
+    says FP32 must be enforced, also the prediction with the ``fp16_safe_norm`` rewrite applied. With a ``unit``
+    (a metric output: "m", or "m at focal 300 px"), FP16 is also judged by its mean error in that unit."""
     import skimage.data
     from PIL import Image
 
@@ -26,6 +30,10 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
     x = [torch.from_numpy(to_tensor(img, input_hw, normalize=normalize)) for _, img in images]
     entry = simulate_fp16(model, x, accumulate=accumulate).as_entry()
     entry["images"] = [name for name, _ in images]
+    if unit:
+        entry.update(unit=unit, tolerance_m=METRIC_TOLERANCE_M)
+        if not entry["mean_abs_worst"] <= METRIC_TOLERANCE_M:
+            entry["needs_enforce_f32"] = True
     if entry["needs_enforce_f32"]:
         fixed = copy.deepcopy(model)
         try:
@@ -46,10 +54,19 @@ def fp16_verdict(prediction: dict | None) -> Verdict:
         return Verdict.not_measured(f"FP16-compute prediction failed: {prediction['error']}")
     figures = {k: prediction.get(k) for k in ("rel_l2", "pearson", "max_abs_fp32", "inputs")}
     limits = {"rel_l2": prediction.get("tolerance")}
+    unit, in_unit = prediction.get("unit"), ""
+    if unit:
+        tol_m = prediction["tolerance_m"]
+        figures["mean_abs_worst"], limits["mean_abs_worst"] = prediction.get("mean_abs_worst"), tol_m
+        in_unit = f" and {tol_m:g} {unit} mean error"
     if prediction["needs_enforce_f32"]:
-        why = (f"{len(prediction['overflow_layers'])} layer(s) overflow FP16" if prediction.get("overflow_layers")
-               else f"rel L2 vs FP32 {prediction['rel_l2']:.3g} > {prediction.get('tolerance')}")
+        if prediction.get("overflow_layers"):
+            why = f"{len(prediction['overflow_layers'])} layer(s) overflow FP16"
+        elif unit and not prediction["rel_l2"] > prediction.get("tolerance"):
+            why = f"worst image's mean error {prediction['mean_abs_worst']:.3g} {unit} > {tol_m:g} {unit}"
+        else:
+            why = f"rel L2 vs FP32 {prediction['rel_l2']:.3g} > {prediction.get('tolerance')}"
         return Verdict.failed(f"FP16 compute is wrong for this model ({why}): the app must enforce FP32",
                               figures, limits)
-    return Verdict.passed(figures, limits, f"FP16 compute within {prediction.get('tolerance')} "
+    return Verdict.passed(figures, limits, f"FP16 compute within {prediction.get('tolerance')}{in_unit} "
                                            f"on {prediction.get('inputs')} image(s)")

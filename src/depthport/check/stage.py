@@ -88,5 +88,6 @@ def fp16_prediction(ctx: ExportContext) -> dict | None:
         ctx.fp16_prediction = predict_fp16(ctx.built.model, ctx.built.input_hw,
                                            normalize="fold_input_normalization" not in ctx.built.rewrites,
                                            accumulate=ctx.options.fp16_accumulate,
-                                           images=image_set(ctx.options.images)[1])
+                                           images=image_set(ctx.options.images)[1],
+                                           unit=ctx.built.spec.units()["label"] or "")
     return ctx.fp16_prediction

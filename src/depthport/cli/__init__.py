@@ -1,5 +1,5 @@
 """cli: the `depthport` command line, one module per command (models, export, predict, check, verify, bench,
-card). May import every stage; nothing in the package imports cli."""
+card, serve). May import every stage; nothing in the package imports cli."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import os
 import sys
 
 from .. import quiet
-from . import bench, card, check, export, models, predict, verify
+from . import bench, card, check, export, models, predict, serve, verify
 
 COMMANDS = {"models": models, "export": export, "predict": predict, "check": check, "verify": verify,
-            "bench": bench, "card": card}
+            "bench": bench, "card": card, "serve": serve}
 
 
 def build_parser() -> argparse.ArgumentParser:

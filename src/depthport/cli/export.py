@@ -43,6 +43,12 @@ def add_parser(subparsers):
     p.add_argument("--run-gpu", action="store_true",
                    help="also compile each .tflite GPU-only on the LiteRT GPU accelerator (SwiftShader where there is "
                         "no GPU) and compare it with the CPU, on a small re-export when the shape is large")
+    p.add_argument("--dynamic-shapes", metavar="HxW,...",
+                   help="onnx-dynamic: the shapes it is verified at (default: the export shape, its short side "
+                        "squared, and 3/4 of the height one patch wider)")
+    p.add_argument("--fast-shaders", action="store_true",
+                   help="web targets: Chromium without WebGPU's workgroup-memory zeroing and bounds checks (about 10x "
+                        "faster shader compiles on SwiftShader; a pass without them is a pass with them; reported)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the final table and errors")
     p.add_argument("-v", "--verbose", action="store_true", help="show the converters' own logs")
     return p
@@ -54,6 +60,13 @@ SKIPPABLE = ("ledger", "verify", "bench", "report", "card")
 def published_weights(spec) -> str:
     """The model's published checkpoint (its Hugging Face repo); random for test-only configurations."""
     return spec.hf_repo or spec.official_repo or "random"
+
+
+def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
+    """'518x518,392x700' -> ((518, 518), (392, 700)); each a multiple of 14 on both sides."""
+    from ..preprocess import parse_size
+
+    return tuple(parse_size(t) for t in text.split(",") if t.strip())
 
 
 def options_from(args):
@@ -72,7 +85,8 @@ def options_from(args):
     if skip - set(SKIPPABLE):
         raise InputError(f"cannot skip {', '.join(sorted(skip - set(SKIPPABLE)))}; skippable: {', '.join(SKIPPABLE)}")
     stages = StageOptions(images=args.images, threads=args.threads, skip=skip, gates=args.gate, no_fp64=args.no_fp64,
-                          run_gpu=args.run_gpu)
+                          run_gpu=args.run_gpu, web_fast_shaders=args.fast_shaders,
+                          dynamic_shapes=parse_sizes(args.dynamic_shapes) if args.dynamic_shapes else None)
     opts = ExportOptions(model=spec.id, weights=args.weights or published_weights(spec),
                          input_hw=export_size(args, spec.default_hw), out_dir=Path(args.out),
                          targets=parse_targets(args.targets), resize=args.resize,
@@ -97,6 +111,7 @@ def run(args) -> int:
         os.environ["DEPTHPORT_VERBOSE"] = "1"
     opts = options_from(args)
     err = status_console()
+    licence_notice(err, opts)
     if "verify" in opts.stages.skip:
         err.print("[yellow]--skip verify: parity is not measured; every file is UNVERIFIED[/]")
     live = err.is_terminal and not args.quiet
@@ -110,6 +125,17 @@ def run(args) -> int:
             report = run_export(dataclasses.replace(opts, weights="random"), StageProgress(err) if live else None)
     summary(report, opts.out_dir)
     return exit_status(report)
+
+
+def licence_notice(err, opts) -> None:
+    """One line naming the licence of non-commercial published weights (random weights carry none)."""
+    from ..registry import get_spec
+
+    spec = get_spec(opts.model)
+    if spec.non_commercial and opts.weights != "random":
+        note = f" ({spec.licence_note})" if spec.licence_note else ""
+        err.print(f"[yellow]licence: the {spec.id} weights are {spec.licence}, for non-commercial use only{note}[/]",
+                  soft_wrap=True, highlight=False)
 
 
 def exit_status(report: dict) -> int:

@@ -17,12 +17,31 @@ def run(args) -> int:
     from ..registry import MODELS
 
     table = Table(title="depthport models")
-    for col in ("id", "family", "weights licence", "default size", "transformers checkpoint", "official checkpoint"):
-        table.add_column(col)
+    for col in ("id", "family", "output", "weights licence", "default size", "transformers checkpoint",
+                "official checkpoint"):
+        table.add_column(col, no_wrap=col in ("id", "output"), overflow="fold")
+    notes = {}
     for spec in MODELS.values():
         if spec.hidden and not args.all:
             continue
-        table.add_row(spec.id, spec.family, spec.licence, "x".join(map(str, spec.default_hw)), spec.hf_repo or "-",
-                      f"{spec.official_repo}/{spec.official_file}" if spec.official_repo else "-")
-    console().print(table)
+        licence = spec.licence + (" (non-commercial)" if spec.non_commercial else "")
+        if spec.licence_note:
+            mark = notes.setdefault(spec.licence_note, len(notes) + 1)
+            licence += f" [{mark}]"
+        table.add_row(spec.id, spec.family, _output(spec), licence, "x".join(map(str, spec.default_hw)),
+                      spec.hf_repo or "-", f"{spec.official_repo}/{spec.official_file}" if spec.official_repo else "-")
+    out = console()
+    out.print(table)
+    for note, mark in notes.items():
+        out.print(f"[{mark}] {note}", highlight=False)
     return 0
+
+
+def _output(spec) -> str:
+    """The output's meaning, with its unit: 'metres (0-20 m)', 'metres = value x focal_px / 300', ..."""
+    units = spec.units()
+    if units["max_depth_m"] is not None:
+        return f"metres (0-{units['max_depth_m']:g} m)"
+    if units["focal_reference_px"] is not None:
+        return f"metres = value x focal_px / {units['focal_reference_px']:g}"
+    return units["meaning"]

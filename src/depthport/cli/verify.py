@@ -6,13 +6,17 @@ import json
 import sys
 from pathlib import Path
 
+from . import verify_web
 from .common import thread_count
 from ..errors import InputError, MissingDependency
+
+MODEL_SUFFIXES = (".tflite", ".pte", ".onnx")
 
 
 def add_parser(subparsers):
     p = subparsers.add_parser("verify", help="compare exported files with the upstream PyTorch model")
-    p.add_argument("files", nargs="+", metavar="FILE", help="exported model(s) (.tflite, .pte, .onnx), same shape")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="exported model(s) (.tflite, .pte, .onnx), same shape; or one web folder (--targets web)")
     p.add_argument("--reference", metavar="MODEL", help="model id (default: from report.json beside FILE)")
     p.add_argument("--weights", help="random | PATH | HF repo id (default: from report.json beside FILE)")
     p.add_argument("--images", help="folder of images (default: scikit-image's bundled natural images)")
@@ -26,6 +30,11 @@ def add_parser(subparsers):
     p.add_argument("--no-fp64", action="store_true",
                    help="skip the upstream model in float64 (used by default for FP32 files, whose gate compares their "
                         "error against float64 with upstream FP32's own; without it they are unverified)")
+    p.add_argument("--backends", default="wasm,webgpu-fp32,webgpu-fp16",
+                   help="web folder: the page's backends to run in headless Chromium (default: all three)")
+    p.add_argument("--fast-shaders", action="store_true",
+                   help="web folder: Chromium without WebGPU's workgroup-memory zeroing and bounds checks (about 10x "
+                        "faster shader compiles on SwiftShader; a pass without them is a pass with them; reported)")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -68,6 +77,8 @@ def run(args) -> int:
     from ..verify.step import accuracy_block, figures_entry, make_references, summary_block, verify_file
 
     paths = [Path(f) for f in args.files]
+    if any(p.is_dir() and p.suffix not in MODEL_SUFFIXES for p in paths):  # a web export: its page in Chromium
+        return verify_web.run_web(args, paths)
     for path in paths:
         if not path.is_file():
             raise InputError(f"model file not found: {path}")
@@ -78,9 +89,9 @@ def run(args) -> int:
     weights = args.weights or info.get("weights")
     if not weights:
         raise InputError("no --weights given and no report.json beside the file names them")
-    thresholds = gates.thresholds(args.gate)
-    threads = args.threads
     spec = get_spec(model_id)
+    thresholds = gates.thresholds(args.gate, spec.metric)
+    threads = args.threads
     console = Console(stderr=True)
     with console.status("verifying") as status, native_stderr_muted(not args.verbose):
         shape = tuple(load_runner(paths[0], threads=threads).input_shape)
@@ -101,6 +112,7 @@ def run(args) -> int:
         report = {"command": command_line(), "model": spec.id,
                   "weights": "random" if built.weights.random else built.weights.source,
                   "random_weights": built.weights.random, "input_shape": [1, 3, *input_hw],
+                  "output": spec.output, "output_space": spec.output_space, "output_units": spec.units(),
                   "versions": versions(), "machine": machine(),
                   "verify": summary_block(refs, source, threads, built.weights.random), "artifacts": []}
         figures = figures_entry(refs, refs.names[0])
@@ -113,7 +125,7 @@ def run(args) -> int:
                    "input_shape": [1, 3, *input_hw], "parity": parity, "accuracy": acc}
             if "gpu_check" in known:
                 art["gpu_check"] = known["gpu_check"]
-            art["gate"] = gates.evaluate(parity, art["precision"], thresholds)
+            art["gate"] = gates.evaluate(parity, art["precision"], thresholds, gates.unit_label(spec.units()))
             set_check(art, "parity", Verdict.from_dict(art["gate"]), required=True)
             report["artifacts"].append(art)
             figures["variants"][path.name] = outputs[refs.names[0]]

@@ -25,6 +25,8 @@ class StageOptions:
     fp16_accumulate: str = "fp16"  # matrix-product accumulation in that prediction: "fp16" or "fp32"
     int8_keep_float: str | None = None  # regex of op scopes left float in INT8 files (default INT8_KEEP_FLOAT)
     probe: bool = True  # the GEMM probe of the bench stage (its % of peak)
+    dynamic_shapes: tuple | None = None  # (H, W) shapes an onnx-dynamic file is verified at (default: 3, see onnx.py)
+    web_fast_shaders: bool = False  # browser runs: Dawn's disable_workgroup_init (faster on SwiftShader; reported)
 
     def __post_init__(self):
         self.skip = frozenset(self.skip)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable
 
-from . import executorch, litert, litert_variants, onnx
+from . import executorch, litert, litert_variants, onnx, web
 from .context import ExportContext, artifact_entry
 
 TARGETS: dict[str, Callable[[ExportContext], dict]] = {
@@ -18,11 +18,15 @@ TARGETS: dict[str, Callable[[ExportContext], dict]] = {
     "xnnpack-int8": executorch.xnnpack_int8,
     "coreml": executorch.coreml,
     "onnx": onnx.onnx_target,
+    "onnx-dynamic": onnx.onnx_dynamic_target,
+    **{name: partial(web.web_target, name=name) for name in web.WEB_TARGETS},
 }
 # Targets whose file is meant for the mobile GPU: their GPU verdict decides whether they ship.
 GPU_TARGETS = ("litert-fp32", "litert-fp16")
+# Targets that write a folder with a browser page: verified in headless Chromium (verify.browser).
+WEB_TARGETS = tuple(web.WEB_TARGETS)
 
-__all__ = ["GPU_TARGETS", "TARGETS", "ExportContext", "artifact_entry", "load_all"]
+__all__ = ["GPU_TARGETS", "TARGETS", "WEB_TARGETS", "ExportContext", "artifact_entry", "load_all"]
 
 
 def load_all() -> dict[str, Callable[[ExportContext], dict]]:

@@ -1,5 +1,6 @@
-"""Depth Anything V2: DINOv2 + DPT; transformers-format and official ``.pth`` checkpoints; checked against
-transformers (with the official position-embedding resampling for official checkpoints); bicubic stretch."""
+"""Depth Anything V2, relative and metric: DINOv2 + DPT (ReLU head, or sigmoid x max_depth in metres);
+transformers-format and official ``.pth`` checkpoints; checked against transformers (with the official
+position-embedding resampling for official checkpoints); bicubic stretch."""
 
 from __future__ import annotations
 
@@ -19,9 +20,15 @@ def build_model(config, input_hw: tuple[int, int], pos_formula: str, confidence:
 
 
 def init_random(model, seed: int = 0):
+    """Seeded random weights; a metric head (sigmoid x max_depth) gets logits of mean 0 and std 1, so that the
+    depth spans about 0.1 to 0.9 of max_depth instead of saturating near it."""
     from ..weights.random_init import init_random as init
+    from ..weights.random_init import recentre_logits
 
-    return init(model, seed)
+    init(model, seed)
+    if model.head.activation == "sigmoid":
+        recentre_logits(model.head.out_conv3, 0.0, 1.0)
+    return model
 
 
 def reference(spec, weights):

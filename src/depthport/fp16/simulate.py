@@ -229,6 +229,7 @@ class Fp16Prediction:
     tol: float
     accumulate: str
     block: int
+    mean_abs_worst: float = float("nan")  # the worst input's mean |FP16 - FP32|, in the output's unit
 
     def as_entry(self) -> dict:
         return {
@@ -238,7 +239,7 @@ class Fp16Prediction:
             "fp16_headroom": FP16_MAX / self.max_abs_fp32 if self.max_abs_fp32 > 0 else None,
             "overflow_ops": [vars(e) for e in self.events[:10]],
             "worst_layers": [{"layer": n, "rel_l2": e} for n, e in self.worst_layers],
-            "inputs": self.inputs, "tolerance": self.tol,
+            "inputs": self.inputs, "tolerance": self.tol, "mean_abs_worst": self.mean_abs_worst,
             "method": (f"PyTorch on CPU, every op output rounded to float16, {self.accumulate} accumulation in "
                        f"matrix products (blocks of {self.block}), vs the same model in float32"),
         }
@@ -366,4 +367,5 @@ def simulate_fp16(model: nn.Module, inputs, accumulate: str = "fp16", block: int
         needs_enforce_f32=bool(overflow) or not math.isfinite(rel) or rel > tol,
         max_abs_fp32=float(top[1]), max_abs_layer=top[0], events=sim_trace.events, worst_layers=worst,
         inputs=len(inputs), tol=tol, accumulate=accumulate, block=block,
+        mean_abs_worst=max(float(abs(a - b).mean()) for a, b in pairs),
     )

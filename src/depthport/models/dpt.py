@@ -46,7 +46,8 @@ class FusionBlock(nn.Module):
 
 
 class DPTHead(nn.Module):
-    """Depth head for a (gh, gw) patch grid; output is relative inverse depth (B, H, W), ReLU-clamped."""
+    """Depth head for a (gh, gw) patch grid -> (B, H, W), ended by ``cfg.activation``: ReLU (relative inverse
+    depth), sigmoid x ``cfg.max_depth`` (metres) or exp (Depth Anything 3)."""
 
     def __init__(self, cfg: DPTConfig, grid_hw: tuple[int, int], patch: int):
         super().__init__()
@@ -67,6 +68,9 @@ class DPTHead(nn.Module):
         self.fusion = nn.ModuleList(
             FusionBlock(cfg.features, src, dst) for src, dst in zip(sizes[::-1], targets)
         )
+        if not cfg.first_skip:
+            self.fusion[0].res1 = None
+        self.activation, self.max_depth = cfg.activation, cfg.max_depth
         self.out_conv1 = nn.Conv2d(cfg.features, cfg.features // 2, 3, padding=1)
         self.out_resize = Resize((gh * 8, gw * 8), (gh * patch, gw * patch))
         self.out_conv2 = nn.Conv2d(cfg.features // 2, cfg.head_hidden, 3, padding=1)
@@ -82,5 +86,10 @@ class DPTHead(nn.Module):
         for block, skip in zip(self.fusion[1:], maps[2::-1]):
             x = block(x, skip)
         x = self.out_resize(self.out_conv1(x))
-        x = torch.relu(self.out_conv3(torch.relu(self.out_conv2(x))))
+        x = self.activate(self.out_conv3(torch.relu(self.out_conv2(x))))
         return x.reshape(1, *x.shape[2:])
+
+    def activate(self, x: torch.Tensor) -> torch.Tensor:
+        if self.activation == "sigmoid":
+            return torch.sigmoid(x) * self.max_depth
+        return torch.exp(x) if self.activation == "exp" else torch.relu(x)

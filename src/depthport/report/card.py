@@ -7,6 +7,7 @@ in the templates. ``roofline_view`` and ``machine_view`` are shared with report.
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 
 import jinja2
@@ -14,6 +15,7 @@ import yaml
 
 from ..atomic import write_text
 from ..bench.machine import describe
+from . import web
 from .schema import NOT_SHIPPED, SHIPPED, UNVERIFIED, read_report, verdict_of
 from .snippets import snippets
 
@@ -166,6 +168,32 @@ def fp16_rows(report: dict) -> list[dict]:
     return rows
 
 
+def units_view(report: dict) -> dict | None:
+    """The output's units line and, when metres need the focal length, the formula with a worked example: a photo
+    with a 60 degree horizontal field of view stretched to the input (focal_px = W / (2 tan 30 degrees)). None for
+    reports without ``output_units``."""
+    units = report.get("output_units")
+    if not units:
+        return None
+    view = {"line": units.get("line"), "to_metres": units.get("to_metres"), "focal": None}
+    focal = units.get("focal_reference_px")
+    if focal:
+        _, _, h, w = report["input_shape"]
+        focal_px = w / (2 * math.tan(math.radians(30)))
+        view["focal"] = {"reference": f"{focal:g}", "w": w, "h": h, "focal_px": f"{focal_px:.1f}",
+                         "value": "2.0", "metres": f"{2.0 * focal_px / focal:.2f}"}
+    return view
+
+
+def metres_errors(report: dict) -> list[dict]:
+    """Each measured file's worst-image mean error against upstream in the output's unit (metric models only)."""
+    label = (report.get("output_units") or {}).get("label")
+    if not label:
+        return []
+    return [{"file": a["file"], "mean_abs": f"{a['parity']['mean_abs_worst']:.3g}", "unit": label}
+            for a in report.get("artifacts", []) if (a.get("parity") or {}).get("mean_abs_worst") is not None]
+
+
 def ledger_rows(report: dict) -> list[dict]:
     return [{"rewrite": e["rewrite"], "exact": e["exact"], "rel_l2_step": _fmt(e["rel_l2_step"], ".2e"),
              "rel_l2_cumulative": _fmt(e["rel_l2_cumulative"], ".2e"), "summary": e["summary"]}
@@ -182,15 +210,18 @@ def context(report: dict) -> dict:
             "model": report["model"], "h": h, "w": w, "random_weights": bool(report.get("random_weights")),
             "source": {"weights": report.get("weights"), "format": detail.get("format"),
                        "revision": detail.get("revision") or "-", "licence": detail.get("licence"),
+                       "licence_note": detail.get("licence_note"),
                        "base_model": report.get("base_model") or "-",
                        "pos_embed_formula": report.get("pos_embed_formula")},
             "normalization": report.get("normalization"), "output": report.get("output"),
+            "units": units_view(report), "metres_errors": metres_errors(report),
             "output_shape": arts[0]["output_shape"] if arts else "",
             "machine_name": f"{machine.get('cpu', 'this machine')} ({machine.get('cores', '?')} cores)",
             "os": machine.get("os", ""), "bench_machine": machine_view(report), "variants": variants(report),
             "parity": parity_view(report), "not_shipped": not_shipped_view(report), "fp16": fp16_rows(report),
             "ledger": ledger_rows(report), "rewrites": report.get("rewrites", []), "snippets": snippets(report),
-            "command": report.get("command"), "versions": report.get("versions", {})}
+            "command": report.get("command"), "versions": report.get("versions", {}),
+            "browser": web.browser_view(report), "shapes": web.shapes_view(report)}
 
 
 def render(report: dict) -> str:

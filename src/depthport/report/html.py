@@ -24,6 +24,7 @@ from PIL import Image
 from ..atomic import write_bytes
 from ..visualize import colorize
 from .card import TEMPLATES, machine_view, roofline_view
+from . import web
 from .schema import FAIL, NOT_MEASURED, PASS, Verdict
 
 MAX_SIDE, MIN_SIDE = 512, 192
@@ -201,6 +202,12 @@ def _violation_text(v) -> str:
     return str(v)
 
 
+def screenshot_uris(figures: dict | None) -> dict:
+    """The browser screenshots (PNG bytes by target) as data URIs."""
+    shots = (figures or {}).get("screenshots") or {}
+    return {k: "data:image/png;base64," + base64.b64encode(v).decode("ascii") for k, v in shots.items() if v}
+
+
 def context(report: dict, figures: dict | None = None) -> dict:
     """Everything report.html.j2 reads."""
     def pairs(d: dict | None) -> str | None:
@@ -212,6 +219,7 @@ def context(report: dict, figures: dict | None = None) -> dict:
             "versions": pairs(report.get("versions")), "figures": figures_view(figures),
             "parity": parity_view(report), "accuracy": accuracy_view(report), "files": files_rows(report),
             "latency": latency_view(report), "gpu": gpu_rows(report), "fp64": fp64_rows(report),
+            "browser": web.browser_view(report, screenshot_uris(figures)), "shapes": web.shapes_view(report),
             "not_shipped": [{"file": n["file"], "precision": n.get("precision"), "reasons": "; ".join(n["reasons"])}
                             for n in report.get("not_shipped") or []],
             "raw": json.dumps(report, indent=1, default=str)}

@@ -13,6 +13,22 @@ MEANING = {"depth": "depth up to scale (larger = farther)"}
 DEFAULT_MEANING = "relative inverse depth (larger = nearer)"
 
 
+def units_view(report: dict) -> dict:
+    """What the snippets say about the output's units (report.json ``output_units``; older reports: none).
+
+    ``meaning`` is the comment beside the output; ``metric`` whether the app gets metres; ``focal_reference``
+    set when metres need the camera's focal length (metres = value x focal_px / focal_reference)."""
+    units = report.get("output_units") or {}
+    meaning = MEANING.get(report.get("output_space", ""), DEFAULT_MEANING)
+    if units.get("meaning") == "metres":
+        meaning = f"depth in metres, 0 to {units['max_depth_m']:g} m (larger = farther)"
+    elif units.get("focal_reference_px"):
+        meaning = f"canonical depth: metres = value x focal_px / {units['focal_reference_px']:g} (larger = farther)"
+    focal = units.get("focal_reference_px")
+    return {"meaning": meaning, "metric": bool(units.get("metric")),
+            "focal_reference": f"{focal:g}" if focal else None}
+
+
 def gpu_precision(report: dict, art: dict) -> tuple[str, str]:
     """("FP32" | "FP16", why): FP16 only when the FP16-compute prediction passed on every verification image."""
     check = (art.get("checks") or {}).get("fp16_compute") or {}
@@ -34,8 +50,7 @@ def snippet_view(report: dict, art: dict, kind: str, template: str) -> dict:
     return {"template": "snippets/" + template, "kind": kind, "file": art["file"],
             "stem": art["file"].rsplit(".", 1)[0], "h": h, "w": w, "input_shape": [1, 3, h, w],
             "output_shape": out_shape, "output_tuple": str(tuple(out_shape)), "output_size": math.prod(out_shape),
-            "normalized": "folded" not in report.get("normalization", ""),
-            "meaning": MEANING.get(report.get("output_space", ""), DEFAULT_MEANING),
+            "normalized": "folded" not in report.get("normalization", ""), **units_view(report),
             "gpu_precision": precision, "gpu_precision_why": why,
             "backend": art.get("backend", "xnnpack"), "precision": art.get("precision", "fp32")}
 
@@ -45,7 +60,7 @@ def snippets(report: dict) -> list[dict]:
     out, seen = [], set()
     for art in report.get("artifacts", []):
         kind = art["file"].rsplit(".", 1)[-1]
-        if art.get("status", "unverified") == NOT_SHIPPED or kind in seen:
+        if art.get("status", "unverified") == NOT_SHIPPED or kind in seen or art.get("web"):  # web: a served page
             continue
         seen.add(kind)
         out += [snippet_view(report, art, kind, name) for name in TEMPLATES.get(kind, ("python.py.j2",))]

@@ -1,4 +1,5 @@
-"""ONNX through onnxruntime's CPU execution provider, intra-op threads = ``threads``."""
+"""ONNX through onnxruntime's CPU execution provider, intra-op threads = ``threads``. A dynamic-shape export
+(``onnx-dynamic``) takes any H x W that are multiples of 14; its ``input_shape`` is the one it was made at."""
 
 from __future__ import annotations
 
@@ -32,13 +33,21 @@ class OnnxRunner:
         except Exception as exc:  # onnxruntime raises its own exception types (Fail, InvalidGraph, ...)
             raise InputError(f"onnxruntime cannot load {self.path.name}: {str(exc).splitlines()[0]}") from None
         inp = self._session.get_inputs()[0]
-        if not all(isinstance(d, int) for d in inp.shape):
-            raise InputError(f"{self.path.name} has a dynamic input shape {inp.shape}; depthport exports are static")
         self._input_name = inp.name
-        self.input_shape = tuple(inp.shape)
+        self.dynamic = not all(isinstance(d, int) for d in inp.shape)
+        self.input_shape = self._default_shape(inp.shape) if self.dynamic else tuple(inp.shape)
+
+    def _default_shape(self, dims) -> tuple[int, ...]:
+        """A dynamic export's (1, 3, H, W) at the shape it was made at (its metadata); other H x W run too."""
+        text = self._session.get_modelmeta().custom_metadata_map.get("depthport.default_input_hw", "")
+        h, _, w = text.partition("x")
+        if len(dims) != 4 or not (h.isdigit() and w.isdigit()):
+            raise InputError(f"{self.path.name} has a dynamic input shape {dims} and no depthport default shape")
+        return (1, 3, int(h), int(w))
 
     def run(self, x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x, dtype=np.float32)
-        if tuple(x.shape) != self.input_shape:
+        any_hw = self.dynamic and x.ndim == 4 and x.shape[:2] == (1, 3) and not (x.shape[2] % 14 or x.shape[3] % 14)
+        if not any_hw and tuple(x.shape) != self.input_shape:
             raise InputError(f"{self.path.name} takes input {list(self.input_shape)}, got {list(x.shape)}")
         return np.asarray(self._session.run(None, {self._input_name: x})[0], dtype=np.float32)

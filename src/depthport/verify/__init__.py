@@ -1,5 +1,7 @@
-"""verify: parity with the upstream PyTorch model (and float64), ground-truth accuracy, gates and file status.
-May import runtimes, reference, build and report.schema; not bench, report rendering, pipeline or cli."""
+"""verify: parity with the upstream PyTorch model (and float64), ground-truth accuracy, gates and file status;
+web folders in headless Chromium (``browser``), dynamic-shape files at several shapes (``shapes``).
+May import runtimes, reference, build, export, check (the browser verdicts), web, outdir and report.schema; not bench,
+report rendering, pipeline or cli."""
 
 from .gates import DEFAULTS as GATE_DEFAULTS, apply_gates, evaluate as evaluate_gate, thresholds
 from .metrics import delta125, max_abs, pearson, pooled_rel_l2, rel_l2, summarize

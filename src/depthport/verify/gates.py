@@ -5,7 +5,11 @@ Thresholds apply to the parity summary against the upstream reference. Lower bou
 delta125_*; upper bounds: rel_l2_pooled, max_abs, fp64_error_ratio (the file's error against the upstream
 model in float64 divided by upstream float32's own error against float64: FP32 files must be no worse than
 1.25x upstream PyTorch itself). Override with a dict ``{"fp16": {"pearson_worst": 0.9995}}`` or with strings
-``"fp16.pearson=0.9995"`` (short names: pearson, rel_l2, delta125, max_abs, fp64_ratio).
+``"fp16.pearson=0.9995"`` (short names: pearson, rel_l2, delta125, max_abs, mean_abs, fp64_ratio).
+
+Metric models (output in metres, or in metres once scaled by the focal length) are also gated in the output's
+own unit: the worst image's mean absolute error (``mean_abs_worst``), at most ``METRIC_DEFAULTS`` metres per
+precision (for canonical depth: metres at the reference focal length), besides the relative gates.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 from pathlib import Path
 
 from ..errors import InputError
+from ..outdir import NOT_SHIPPED_DIR
 from ..report.schema import ERROR, NOT_SHIPPED, SKIPPED, Verdict, file_status, set_check
 
 DEFAULTS: dict[str, dict[str, float]] = {
@@ -22,12 +27,19 @@ DEFAULTS: dict[str, dict[str, float]] = {
     "fp16": {"pearson_worst": 0.999},
     "int8": {"delta125_worst": 0.99},
 }
+# Metric models: worst-image mean absolute error in metres. 1 % of an 80 m range is 0.8 m, so the relative gates
+# alone would let metre-sized errors through.
+METRIC_DEFAULTS: dict[str, dict[str, float]] = {
+    "fp32": {"mean_abs_worst": 0.001},
+    "fp16": {"mean_abs_worst": 0.05},
+    "int8": {"mean_abs_worst": 0.5},
+}
 LOWER = ("pearson_worst", "pearson_median", "delta125_worst", "delta125_median")
-UPPER = ("rel_l2_pooled", "max_abs", "fp64_error_ratio")
+UPPER = ("rel_l2_pooled", "max_abs", "mean_abs_worst", "mean_abs_median", "fp64_error_ratio")
 ALIASES = {"pearson": "pearson_worst", "corr": "pearson_worst", "rel_l2": "rel_l2_pooled",
-           "delta125": "delta125_worst", "delta": "delta125_worst", "fp64_ratio": "fp64_error_ratio"}
+           "delta125": "delta125_worst", "delta": "delta125_worst", "fp64_ratio": "fp64_error_ratio",
+           "mean_abs": "mean_abs_worst", "mae": "mean_abs_worst"}
 PRECISIONS = ("fp32", "fp16", "int8")
-NOT_SHIPPED_DIR = "not-shipped"
 
 
 def metric_name(name: str) -> str:
@@ -52,9 +64,13 @@ def parse_gate(text: str) -> tuple[str, str, float]:
     return precision.lower(), metric_name(metric), number
 
 
-def thresholds(overrides: dict | list[str] | None = None) -> dict[str, dict[str, float]]:
-    """The defaults with ``overrides`` applied (nested dict, flat {'fp32.pearson': v} dict, or strings)."""
+def thresholds(overrides: dict | list[str] | None = None, metric: bool = False) -> dict[str, dict[str, float]]:
+    """The defaults (with ``metric``, also the gates in metres) with ``overrides`` applied (nested dict, flat
+    {'fp32.pearson': v} dict, or strings)."""
     out = copy.deepcopy(DEFAULTS)
+    if metric:
+        for precision, limits in METRIC_DEFAULTS.items():
+            out[precision].update(limits)
     if not overrides:
         return out
     items: list[tuple[str, str, float]] = []
@@ -73,8 +89,9 @@ def thresholds(overrides: dict | list[str] | None = None) -> dict[str, dict[str,
     return out
 
 
-def evaluate(parity: dict | None, precision: str | None, gates: dict[str, dict[str, float]]) -> dict:
-    """The parity verdict (``Verdict.to_dict()``) of one file.
+def evaluate(parity: dict | None, precision: str | None, gates: dict[str, dict[str, float]], unit: str = "") -> dict:
+    """The parity verdict (``Verdict.to_dict()``) of one file; ``unit`` names the output's unit in the reasons
+    of the gates stated in it (mean_abs_*, max_abs).
 
     Not measured when there are no figures (``parity`` None, or with "error" / "not_measured": its
     ``cause``), when no thresholds exist for ``precision``, or when a thresholded figure is missing (the
@@ -97,7 +114,8 @@ def evaluate(parity: dict | None, precision: str | None, gates: dict[str, dict[s
         elif metric in LOWER and not value >= limit:
             failed.append(f"{metric} {value:.6g} < {limit:g}")
         elif metric in UPPER and not value <= limit:
-            failed.append(f"{metric} {value:.4g} > {limit:g}")
+            u = f" {unit}" if unit and "abs" in metric else ""
+            failed.append(f"{metric} {value:.4g}{u} > {limit:g}{u}")
     if failed:
         return Verdict.failed(failed, figures, limits).to_dict()
     if missing:
@@ -105,6 +123,11 @@ def evaluate(parity: dict | None, precision: str | None, gates: dict[str, dict[s
         cause = SKIPPED if len(skipped) == len(missing) else ERROR
         return Verdict.not_measured(f"{', '.join(missing)} not measured", cause, limits).to_dict()
     return Verdict.passed(figures, limits).to_dict()
+
+
+def unit_label(units: dict | None) -> str:
+    """'m', 'm at focal 300 px' (canonical depth) or '' (no unit), from report.json ``output_units``."""
+    return (units or {}).get("label") or ""
 
 
 def summary_figures(parity: dict) -> dict:
@@ -116,8 +139,9 @@ def apply_gates(report: dict, out_dir: Path, gates: dict[str, dict[str, float]],
     required ones (``schema.file_status``). Files that do not ship move into ``out_dir/not-shipped/`` and
     are listed in the report; an artifact's ``file`` stays its path relative to ``out_dir``."""
     report["gates"] = gates
+    unit = unit_label(report.get("output_units"))
     for art in report["artifacts"]:
-        art["gate"] = evaluate(art.get("parity"), art.get("precision"), gates)
+        art["gate"] = evaluate(art.get("parity"), art.get("precision"), gates, unit)
         set_check(art, "parity", Verdict.from_dict(art["gate"]), required=True)
     settle(report, Path(out_dir), files)
 

@@ -83,18 +83,26 @@ def delta125(a, b) -> float:
     return float((ratio < 1.25).mean())
 
 
+def mean_abs(a, b) -> float:
+    """Mean absolute difference, in the maps' own unit (metres for a metric model)."""
+    a, b = _pair(a, b)
+    return float(np.abs(a - b).mean())
+
+
 def image_metrics(a, b) -> dict:
     err, ref = sq_err(a, b)
-    return {"pearson": pearson(a, b), "rel_l2": _root_ratio(err, ref),
-            "max_abs": max_abs(a, b), "delta125": delta125(a, b), "_sq_err": err, "_sq_ref": ref}
+    return {"pearson": pearson(a, b), "rel_l2": _root_ratio(err, ref), "max_abs": max_abs(a, b),
+            "mean_abs": mean_abs(a, b), "delta125": delta125(a, b), "_sq_err": err, "_sq_ref": ref}
 
 
 def summarize(per_image: list[dict]) -> dict:
-    """Worst and median over images, pooled relative L2 and the overall max abs difference."""
+    """Worst and median over images, pooled relative L2, the overall max abs difference and the worst image's
+    mean absolute difference (in metres for a metric model)."""
     if not per_image:
         raise ValueError("no images to summarise")
     corr = [m["pearson"] for m in per_image]
     delta = [m["delta125"] for m in per_image]
+    mean = [m["mean_abs"] for m in per_image]
     err, ref = sum(m["_sq_err"] for m in per_image), sum(m["_sq_ref"] for m in per_image)
     return {
         "images": len(per_image),
@@ -102,6 +110,8 @@ def summarize(per_image: list[dict]) -> dict:
         "pearson_median": float(np.median(corr)),
         "rel_l2_pooled": _root_ratio(err, ref),
         "max_abs": float(max(m["max_abs"] for m in per_image)),
+        "mean_abs_worst": float(max(mean)),
+        "mean_abs_median": float(np.median(mean)),
         "delta125_worst": float(min(delta)),
         "delta125_median": float(np.median(delta)),
     }

@@ -18,7 +18,7 @@ def check_shapes(runner, input_hw: tuple[int, int], name: str) -> None:
     shape = tuple(int(d) for d in runner.input_shape)
     if len(shape) != 4 or shape[:2] != (1, 3):
         raise InputError(f"{name} does not take one RGB image: its input is {list(shape)}")
-    if shape[2:] != tuple(input_hw):
+    if shape[2:] != tuple(input_hw) and not getattr(runner, "dynamic", False):  # onnx-dynamic takes any H x W
         raise InputError(f"shape mismatch: {name} takes {shape[2]}x{shape[3]} but the reference runs at "
                          f"{input_hw[0]}x{input_hw[1]}")
 
@@ -48,6 +48,7 @@ class References:
     eager_normalized: bool = True
     label: str = "upstream reference"
     reference64: TorchRunner | None = None
+    spec: object = None  # the ModelSpec: its output's space and units (accuracy, gates in metres)
     _inputs: dict = field(default_factory=dict)
     _outputs: dict = field(default_factory=dict)
 

@@ -11,7 +11,7 @@ import torch
 from ..preprocess import InputError, to_tensor
 from ..runtimes import load_runner
 from ..report.schema import ERROR, SKIPPED, UNAVAILABLE
-from . import accuracy, gates
+from . import accuracy, browser, gates, shapes
 from .images import image_set
 from .metrics import DELTA_DEFINITION
 from ..errors import error_text
@@ -40,7 +40,7 @@ def make_references(spec, weights, input_hw, eager_model, eager_normalized: bool
              if fp64 else None)
     reference = reference_model(spec, weights)
     return References(images, hw, TorchRunner(reference, hw, threads, "reference-eager"), eager, eager_normalized,
-                      reference_label(reference, weights), ref64)
+                      reference_label(reference, weights), ref64, spec)
 
 
 @functools.lru_cache(maxsize=1)
@@ -49,14 +49,23 @@ def _motorcycle():
 
 
 def accuracy_of(runner, input_hw: tuple[int, int], normalized: bool = True,
-                space: str = "inverse depth") -> dict:
+                space: str = "inverse depth", units: dict | None = None) -> dict:
+    """Accuracy on the motorcycle scene; a metric output (``units``: ``ModelSpec.units()``) is scored in metres."""
     left, disparity = _motorcycle()
+    to_metres = accuracy.metres_factor(units, input_hw, (left.height, left.width))
     return accuracy.score(depth_of(runner, to_tensor(left, input_hw, normalize=normalized), input_hw, "model"),
-                          disparity, space)
+                          disparity, space, to_metres)
+
+
+def _space_units(refs: References, space: str | None) -> tuple[str, dict | None]:
+    """The output space (given, else the reference model's) and units of what ``refs`` verifies."""
+    spec = refs.spec
+    return space or (spec.output_space if spec is not None else "inverse depth"), (
+        spec.units() if spec is not None else None)
 
 
 def verify_file(path: Path, refs: References, threads: int, normalized: bool = True,
-                space: str = "inverse depth") -> tuple[dict, dict, dict]:
+                space: str | None = None) -> tuple[dict, dict, dict]:
     """(parity record, accuracy, {image: depth}) of one exported file."""
     runner = load_runner(path, threads=threads)
     check_shapes(runner, refs.input_hw, Path(path).name)
@@ -65,7 +74,7 @@ def verify_file(path: Path, refs: References, threads: int, normalized: bool = T
     record["runtime"] = runner.runtime
     if refs.reference64 is None:
         record["skipped"] = ["fp64_error_ratio"]
-    return record, accuracy_of(runner, refs.input_hw, normalized, space), outputs
+    return record, accuracy_of(runner, refs.input_hw, normalized, *_space_units(refs, space)), outputs
 
 
 def summary_block(refs: References, source: str, threads: int, random_weights: bool) -> dict:
@@ -76,10 +85,13 @@ def summary_block(refs: References, source: str, threads: int, random_weights: b
                         "the depth means nothing"} if random_weights else {})}
 
 
-def accuracy_block(refs: References, random_weights: bool, space: str = "inverse depth") -> dict:
+def accuracy_block(refs: References, random_weights: bool, space: str | None = None) -> dict:
+    space, units = _space_units(refs, space)
+    metric = bool((units or {}).get("metric"))
     return {"dataset": accuracy.DATASET, "method": accuracy.__doc__.split("\n\n")[1].replace("\n", " "),
-            "space": space, "meaningful": not random_weights, "note": accuracy.meaning(random_weights, space),
-            "reference": accuracy_of(refs.reference, refs.input_hw, space=space)}
+            "space": space, "metric": metric, "meaningful": not random_weights,
+            "note": accuracy.meaning(random_weights, space, metric),
+            "reference": accuracy_of(refs.reference, refs.input_hw, space=space, units=units)}
 
 
 def figures_entry(refs: References, name: str) -> dict:
@@ -98,7 +110,7 @@ def apply(ctx, report: dict) -> None:
     if "verify" in ctx.options.skip:
         for art in report["artifacts"]:
             art["parity"] = {"not_measured": "verification skipped on request (--skip verify)", "cause": SKIPPED}
-        gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.gates), ctx.files)
+        gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.gates, ctx.built.spec.metric), ctx.files)
         return
     threads = ctx.options.threads
     source, images = image_set(ctx.options.images)
@@ -113,13 +125,15 @@ def apply(ctx, report: dict) -> None:
                   "(`make venv` installs it)")
         for art in report["artifacts"]:
             art["parity"] = {"error": reason, "cause": ERROR}
-        gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.gates), ctx.files)
+        gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.gates, ctx.built.spec.metric), ctx.files)
         return
     report["verify"] = summary_block(refs, source, threads, built.weights.random)
     report["accuracy"] = accuracy_block(refs, built.weights.random, space)
     figures = ctx.figures = figures_entry(refs, refs.names[0])
     for i, art in enumerate(report["artifacts"], 1):
         ctx.detail(f"{art['file']} ({i}/{len(report['artifacts'])}) on {len(refs.names)} images")
+        if art.get("web"):  # a folder with a browser page: verified in Chromium below
+            continue
         if art.get("runnable_here") is False:
             art["parity"] = {"not_measured": art.get("parity_note", "this file cannot run on this machine"),
                              "cause": UNAVAILABLE}
@@ -131,4 +145,6 @@ def apply(ctx, report: dict) -> None:
             art["parity"] = {"error": f"verification failed: {error_text(exc)}", "cause": ERROR}
             continue
         figures["variants"][art["target"]] = np.asarray(outputs[refs.names[0]])
-    gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.gates), ctx.files)
+    browser.apply(ctx, report, refs, figures)
+    shapes.apply(ctx, report, refs, gates.thresholds(ctx.options.gates, ctx.built.spec.metric))
+    gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.gates, ctx.built.spec.metric), ctx.files)

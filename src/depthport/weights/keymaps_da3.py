@@ -39,3 +39,8 @@ IGNORED = [
 ]
 
 OFFICIAL_DA3 = KeyMapFormat("official-da3", RULES, fused=FUSED, ignored=IGNORED, prefix="model.")
+
+# DA3Metric-Large and DA3Mono-Large (hub repos depth-anything/DA3METRIC-LARGE, DA3MONO-LARGE): the same names, no
+# camera parts; the head's sky branch is outside the depth path (`models.depth_anything_v3_mono`) and ignored.
+OFFICIAL_DA3_MONO = KeyMapFormat("official-da3-mono", RULES, fused=FUSED, prefix="model.",
+                                 ignored=[r"head\.scratch\.sky_output_conv2\.(0|2)\.(weight|bias)"])

@@ -108,6 +108,41 @@ def load_weights(spec: ModelSpec, weights: str, expected: dict[str, torch.Size])
         source = f"hf://{weights}"
     else:
         raise WeightsError(f"weights {weights!r}: not 'random', an existing file or folder, or a Hugging Face repo id")
+    check_head(spec, fmt, file, source)
     state = fmt.to_depthport(_read_state_dict(file), expected, source)
     return LoadedWeights(state, source, fmt.name, revision=_revision_of(file))
+
+
+# Official metric checkpoints name their training set: Hypersim (indoor, 20 m) or Virtual KITTI 2 (outdoor, 80 m).
+OFFICIAL_METRIC_DEPTH = {"hypersim": 20.0, "vkitti": 80.0}
+
+
+def check_head(spec: ModelSpec, fmt: formats.KeyMapFormat, file: Path, source: str) -> None:
+    """A relative and a metric Depth Anything V2 checkpoint have the same keys, and so do an indoor and an outdoor
+    one: what tells them apart is the transformers ``config.json`` beside the weights (``depth_estimation_type``,
+    ``max_depth``) or the official file's name. Where either says, it must agree with ``spec``'s head; otherwise
+    the depth would be silently wrong (metres on the wrong scale, or a sigmoid head read as ReLU)."""
+    want = "metric" if spec.max_depth is not None else "relative"
+    if fmt is formats.TRANSFORMERS and (file.parent / "config.json").is_file():
+        import json
+
+        try:
+            config = json.loads((file.parent / "config.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise WeightsError(f"cannot read {file.parent / 'config.json'}: {exc}") from None
+        kind, depth = config.get("depth_estimation_type", "relative"), config.get("max_depth")
+        where = "its config.json"
+    elif fmt is formats.OFFICIAL:
+        tags = [tag for tag in OFFICIAL_METRIC_DEPTH if f"metric_{tag}" in file.name]
+        if not tags:
+            return  # a relative name, or a renamed file: nothing to compare
+        kind, depth, where = "metric", OFFICIAL_METRIC_DEPTH[tags[0]], "its file name"
+    else:
+        return
+    if kind != want:
+        raise WeightsError(f"{source} is a {kind} depth checkpoint ({where}) but {spec.id} is {want}: pick the "
+                           f"{'da2-metric-*' if kind == 'metric' else 'relative da2-*'} id of the same size")
+    if kind == "metric" and depth is not None and float(depth) != spec.max_depth:
+        raise WeightsError(f"{source} was trained to max_depth {float(depth):g} m ({where}) but {spec.id} has "
+                           f"{spec.max_depth:g} m (da2-metric-indoor-*: 20 m, da2-metric-outdoor-*: 80 m)")
 

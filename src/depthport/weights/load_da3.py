@@ -1,6 +1,7 @@
 """Resolve ``--weights`` for Depth Anything 3: a .safetensors/.pth file, a folder holding model.safetensors,
 or a hub repo id (``depth-anything/DA3-SMALL``: ``model.safetensors``, as the package's
-``PyTorchModelHubMixin`` publishes it); random weights get an exp-aware output calibration.
+``PyTorchModelHubMixin`` publishes it), read with the family's key map (`keymaps_da3`); random weights get an
+exp-aware output calibration.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from torch import nn
 
 from ..spec import ModelSpec
 from .errors import WeightsError
-from .keymaps_da3 import OFFICIAL_DA3
 from .load import LoadedWeights, _hub_file, _read_state_dict, _revision_of
-from .random_init import init_random
+from .random_init import init_random, recentre_logits
 
 HUB_FILE = "model.safetensors"
 
@@ -37,8 +37,35 @@ def load_da3_weights(spec: ModelSpec, weights: str, expected: dict[str, torch.Si
         file, source = _hub_file(weights, HUB_FILE), f"hf://{weights}"
     else:
         raise WeightsError(f"weights {weights!r}: not 'random', an existing file or folder, or a Hugging Face repo id")
-    state = OFFICIAL_DA3.to_depthport(_read_state_dict(file), expected, source)
-    return LoadedWeights(state, source, OFFICIAL_DA3.name, revision=_revision_of(file))
+    check_preset(spec, file, source)
+    fmt = spec.arch.weight_formats[0]
+    state = fmt.to_depthport(_read_state_dict(file), expected, source)
+    return LoadedWeights(state, source, fmt.name, revision=_revision_of(file))
+
+
+# The package's preset of each public id: its hub mixin writes it to config.json as ``model_name``.
+PACKAGE_PRESETS = {"da3-small": "da3-small", "da3-base": "da3-base", "da3-metric-large": "da3metric-large",
+                   "da3-mono-large": "da3mono-large"}
+
+
+def check_preset(spec: ModelSpec, file: Path, source: str) -> None:
+    """DA3Metric-Large and DA3Mono-Large have the same keys and shapes: only the ``config.json`` beside the weights
+    (``model_name``) tells them apart. Where it names another preset than ``spec``'s, refuse: metric depth read as
+    relative depth, or the reverse, would be silently wrong."""
+    want, config = PACKAGE_PRESETS.get(spec.id), file.parent / "config.json"
+    if want is None or not config.is_file():
+        return
+    import json
+
+    try:
+        name = json.loads(config.read_text()).get("model_name")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise WeightsError(f"cannot read {config}: {exc}") from None
+    if name and name != want:
+        ids = {v: k for k, v in PACKAGE_PRESETS.items()}
+        hint = f": use {ids[name]}" if name in ids else ""
+        raise WeightsError(f"{source} is the depth-anything-3 preset {name!r} (its config.json) but {spec.id} is "
+                           f"{want!r}{hint}")
 
 
 @torch.no_grad()
@@ -53,13 +80,14 @@ def init_random_da3(model: nn.Module, seed: int = 0, logit_std: float = 0.5) -> 
     for name, param in model.named_parameters():
         if name.endswith("camera_token"):
             param.copy_(torch.randn(param.shape, generator=gen) * 0.5)
-    head, confidence = model.head, model.head.confidence
-    head.confidence = True  # the calibration hooks the last conv as a module call: the two-output form
+    head = model.head
+    confidence = getattr(head, "confidence", None)  # DualDPT only; the monocular DPT calls its last conv itself
+    if confidence is not None:
+        head.confidence = True  # the calibration hooks the last conv as a module call: the two-output form
     try:
         init_random(model, seed)
     finally:
-        head.confidence = confidence
-    last = head.out_conv3
-    last.weight.mul_(logit_std)
-    last.bias.copy_((last.bias - 3.0) * logit_std)
+        if confidence is not None:
+            head.confidence = confidence
+    recentre_logits(head.out_conv3, 0.0, logit_std)
     return model

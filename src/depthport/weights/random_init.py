@@ -55,3 +55,11 @@ def _calibrate_last(model: nn.Module, last: nn.Conv2d, gen: torch.Generator) -> 
     scale = 1.0 / float(pre.std().clamp_min(1e-12))
     last.weight.mul_(scale)
     last.bias.copy_(3.0 - pre.mean(dim=(0, 2, 3)) * scale)
+
+
+@torch.no_grad()
+def recentre_logits(last: nn.Conv2d, mean: float, std: float) -> None:
+    """Move the calibrated logits of ``last`` (mean 3, std 1 after `init_random`) to ``mean`` and ``std`` by an
+    affine change of its weight and bias, without another forward pass (for heads that end in sigmoid or exp)."""
+    last.weight.mul_(std)
+    last.bias.copy_((last.bias - 3.0) * std + mean)

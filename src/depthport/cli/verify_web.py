@@ -1,0 +1,128 @@
+"""The web half of `depthport verify DIR`: a web folder's page in headless Chromium against the upstream model,
+written as report.json, report.html (with the page's screenshot) and screenshot.png."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from ..errors import InputError
+
+
+def parse_backends(text: str) -> tuple[str, ...]:
+    from ..verify.browser import BACKENDS
+
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in BACKENDS]
+    if unknown or not names:
+        raise InputError(f"unknown --backends {', '.join(unknown) or '(none)'}; known: {', '.join(BACKENDS)}")
+    return names
+
+
+def measure(args, folder: Path, config: dict):
+    """(built, refs, source, WebResult) for one web folder."""
+    from ..build import build
+    from ..registry import get_spec
+    from ..verify.browser import WebJob, verify_folder
+    from ..verify.images import image_set
+    from ..verify.step import make_references
+
+    backends = parse_backends(args.backends)
+    spec = get_spec(args.reference or config["model"])
+    hw = tuple(config["input_shape"][2:])
+    source, images = image_set(args.images)
+    built = build(spec, hw, args.weights or config["weights"], rewrites=config.get("rewrites"),
+                  pos_formula=config.get("pos_embed_formula"))
+    try:
+        refs = make_references(spec, built.weights, hw, None if args.no_eager else built.model, config["normalize"],
+                               images, args.threads, fp64=not args.no_fp64)
+    except ModuleNotFoundError as exc:
+        from ..errors import MissingDependency
+
+        raise MissingDependency(exc.name or "?", f"the upstream reference of {spec.id}") from None
+    with tempfile.TemporaryDirectory(prefix="depthport-web-") as scratch:
+        try:
+            result = verify_folder(WebJob(folder, refs, built, Path(scratch), args.threads, args.fast_shaders,
+                                          backends, config))
+        except RuntimeError as exc:
+            raise InputError(f"the page in {folder} failed in Chromium: {exc}") from None
+    return built, refs, source, result
+
+
+def run_web(args, paths: list[Path]) -> int:
+    from ..atomic import write_bytes, write_text
+    from ..quiet import native_stderr_muted
+    from ..report.html import write_html
+    from ..report.provenance import command_line, machine, versions
+    from ..report.schema import SHIPPED, UNVERIFIED, Verdict, dumps, file_status, set_check, skipped_only
+    from ..verify import browser, gates
+    from ..verify.step import figures_entry, summary_block
+    from ..web.folder import folder_bytes, read_config
+    from .common import console
+
+    if len(paths) != 1:
+        raise InputError("give one web folder, or model files: not both, not several folders")
+    folder = paths[0]
+    config = read_config(folder)
+    with console(stderr=True).status(f"verifying {folder} in headless Chromium"), native_stderr_muted(not args.verbose):
+        built, refs, source, result = measure(args, folder, config)
+    target = "web" if config["runtime"] == "litert.js" else "web-onnx"
+    art = {"file": str(folder), "target": target, "precision": "fp32", "bytes": folder_bytes(folder),
+           "input_shape": config["input_shape"], "runtime": f"{config['runtime']} {config['runtime_version']}",
+           "web": {"runtime": config["runtime"], "model_file": config["model_file"]}}
+    browser.record(art, result)
+    thresholds = gates.thresholds(args.gate, built.spec.metric)
+    art["gate"] = gates.evaluate(art["parity"], "fp32", thresholds)
+    set_check(art, "parity", Verdict.from_dict(art["gate"]), required=True)
+    art["status"], art["status_reason"] = file_status(art)
+    out = Path(args.out) if args.out else folder.parent / f"verify-{folder.name}"
+    out.mkdir(parents=True, exist_ok=True)
+    figures = figures_entry(refs, refs.names[0])
+    if result.depth is not None:
+        figures["variants"][f"{target} (Chromium, WASM)"] = result.depth
+    if result.screenshot:
+        write_bytes(out / "screenshot.png", result.screenshot)
+        art["browser"]["screenshot"] = "screenshot.png"
+        figures["screenshots"] = {target: result.screenshot}
+    report = {"command": command_line(), "model": built.spec.id,
+              "weights": "random" if built.weights.random else built.weights.source,
+              "random_weights": built.weights.random, "input_shape": config["input_shape"], "versions": versions(),
+              "machine": machine(), "verify": summary_block(refs, source, args.threads, built.weights.random),
+              "gates": thresholds, "artifacts": [art]}
+    write_text(out / "report.json", dumps(report))
+    write_html(out / "report.html", report, figures)
+    print_web(report, out)
+    return 0 if art["status"] == SHIPPED or (art["status"] == UNVERIFIED and skipped_only(art)) else 1
+
+
+def print_web(report: dict, out: Path) -> None:
+    """One row per backend: where it ran, its figures, its time and verdict."""
+    from rich.table import Table
+
+    from ..report.schema import verdict_of
+    from .common import console
+
+    con = console()
+    art = report["artifacts"][0]
+    if report.get("random_weights"):
+        con.print("[bold red]RANDOM WEIGHTS: reference and page are random; parity tests the conversion only.[/]")
+    table = Table(title=f"{art['file']} in {(art.get('browser') or {}).get('browser', 'Chromium')}")
+    for col in ("backend", "shape", "vs reference rel L2", "vs CPU rel L2", "ms (first / median)", "verdict"):
+        table.add_column(col, overflow="fold")
+    runs = (art.get("browser") or {}).get("backends", {})
+    checks = {"wasm": "parity", "webgpu-fp32": "webgpu_fp32", "webgpu-fp16": "webgpu_fp16"}
+    for name, check in checks.items():
+        run, verdict = runs.get(name) or {}, verdict_of(art, check)
+        ref = (art.get("parity") or {}) if name == "wasm" else (run.get("vs_reference") or {})
+        t = run.get("time") or {}
+        table.add_row(name, "x".join(map(str, run.get("shape", []))) or "-", _num(ref.get("rel_l2_pooled")),
+                      _num((run.get("vs_cpu") or {}).get("rel_l2_pooled")),
+                      f"{_num(t.get('first_ms'), '.1f')} / {_num(t.get('median_ms'), '.1f')}",
+                      "-" if verdict is None else verdict.text())
+    con.print(table)
+    con.print(f"{art['status']}: {art['status_reason']}")
+    con.print(f"wrote {out / 'report.json'}, {out / 'report.html'} and the page's screenshot")
+
+
+def _num(value, spec: str = ".3e") -> str:
+    return "-" if value is None else format(value, spec)

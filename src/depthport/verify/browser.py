@@ -1,0 +1,310 @@
+"""verify: a web folder in headless Chromium. The page's own JS decodes every verification image (sent as PNG),
+preprocesses it and runs the model; the outputs come back and are measured like any other file's.
+
+On one page of one browser (``web.browser.shared_browser``):
+- WASM (the CPU) at the export shape on every image: the file's ``parity`` (the FP32 gate, float64 included), and
+  the page's input tensors against depthport's own preprocessing;
+- WebGPU FP32 and, for LiteRT.js, FP16, at the export shape, or on a small re-export of the same model and rewrites
+  when the export is large (SwiftShader emulates the GPU on the CPU), each against the same file on WASM and against
+  the reference at that shape; beside FP16, depthport's FP16 predictions (storage and arithmetic) and what the shaders
+  did (``check.browser``). onnxruntime-web runs an FP32 model in FP32 only: no FP16 run there;
+- the page as a person uses it (the bundled image), screenshotted.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..check import browser as judge
+from ..errors import InputError, error_text
+from ..report.schema import ERROR, Verdict, set_check
+from ..runtimes.torch import TorchRunner
+from ..web import browser as chromium
+from ..web.folder import read_config
+from ..web.server import serving
+from . import metrics
+from .parity import References, parity_record
+
+SMALL_URL = "/_depthport/small-model"  # where the page finds the small re-export
+BACKENDS = {"wasm": ("wasm", "fp32"), "webgpu-fp32": ("webgpu", "fp32"), "webgpu-fp16": ("webgpu", "fp16")}
+SWIFTSHADER_NOTE = "SwiftShader: the GPU emulated on the CPU; not a GPU timing"
+TIMED_CALLS = 2  # warm calls at least, besides the first, for the time per inference
+
+
+@dataclass
+class WebJob:
+    """One web folder to verify and what it is measured against."""
+
+    folder: Path
+    refs: References  # at the export shape
+    built: object  # depthport.build.Built of the export: the small re-export and the FP16 predictions
+    scratch: Path
+    threads: int = 2
+    fast_shaders: bool = False
+    backends: tuple[str, ...] = tuple(BACKENDS)
+    config: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.config = self.config or read_config(self.folder)
+
+
+def png(img) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def compare(outputs: dict, baseline: dict) -> dict:
+    """Pooled figures of ``outputs`` against ``baseline`` (same image names), without the per-image part."""
+    return metrics.summarize([metrics.image_metrics(outputs[k], baseline[k]) for k in outputs])
+
+
+def timing(ms: list[float], accelerator: str | None, adapter: str) -> dict:
+    """First call (WebGPU: shader compilation) and the median of the others, labelled with what ran them."""
+    rest = ms[1:]
+    label = SWIFTSHADER_NOTE if accelerator == "webgpu" and "swiftshader" in adapter else (
+        "WebGPU adapter " + adapter if accelerator == "webgpu" else "WASM on the CPU")
+    return {"first_ms": ms[0], "median_ms": float(np.median(rest)) if rest else None, "calls": len(ms), "label": label}
+
+
+def run_backend(page, name: str, model: str | None, hw: tuple[int, int], images, adapter: str) -> dict:
+    """One backend over ``images`` through the page: its outputs, inputs, timings and the runtime's account."""
+    backend, precision = BACKENDS[name]
+    mark = len(page.console)
+    try:
+        info = page.select(backend, precision, model)
+        shape = [1, 3, *hw]
+        tensors, outputs, ms = {}, {}, []
+        for img_name, img in images:
+            tensor, depth, took = page.infer_png(backend, precision, model, png(img), shape)
+            tensors[img_name], outputs[img_name] = tensor, depth.reshape(hw)
+            ms.append(took)
+        if len(ms) < TIMED_CALLS + 1:  # the first call compiles (WebGPU: its shaders): time warm calls too
+            ms += page.time(backend, precision, model, TIMED_CALLS + 1 - len(ms))
+    except RuntimeError as exc:
+        return {"name": name, "shape": list(hw), "error": error_text(exc), "console": page.console[mark:]}
+    gpu = page.gpu() if backend == "webgpu" else None
+    return {"name": name, "shape": list(hw), "info": info, "gpu": gpu, "console": page.console[mark:],
+            "tensors": tensors, "outputs": outputs, "time": timing(ms, info.get("accelerator"), adapter)}
+
+
+def small_model(job: WebJob):
+    """(file, shape, model) of a small re-export of the same model and rewrites, or None for a small export."""
+    from ..build import build
+    from ..export.litert_variants import small_hw
+
+    hw = small_hw(job.built.input_hw)
+    if hw is None:
+        return None
+    b = job.built
+    model = build(b.spec, hw, b.weights, rewrites=b.rewrites, pos_formula=b.pos_formula).model
+    path = job.scratch / f"web_small_{hw[0]}x{hw[1]}{Path(job.config['model_file']).suffix}"
+    if path.suffix == ".onnx":
+        from ..export.onnx import export_onnx
+
+        export_onnx(model, hw, path)
+    else:
+        from ..export.litert import export_tflite
+
+        export_tflite(model, hw, path)
+    return path, hw, model
+
+
+def refs_at(refs: References, hw: tuple[int, int], eager_model, threads: int) -> References:
+    """The same references (upstream model, images) at another shape, with depthport's eager model for it."""
+    return References(refs.images, hw, TorchRunner(refs.reference.model, hw, threads, "reference-eager"),
+                      TorchRunner(eager_model, hw, threads, "depthport-eager"), refs.eager_normalized, refs.label,
+                      spec=getattr(refs, "spec", None))
+
+
+def fp16_predictions(model, hw: tuple[int, int], normalize: bool, images) -> dict:
+    """depthport's FP16 predictions for ``model``: FP16 storage (fp16 weights and op outputs, FP32 arithmetic:
+    ``accumulate="fp32"``) and FP16 arithmetic (fp16 accumulation too), as rel. L2 against FP32."""
+    from ..check.fp16_compute import predict_fp16
+
+    out = {}
+    for key, accumulate in (("storage", "fp32"), ("arithmetic", "fp16")):
+        entry = predict_fp16(model, hw, normalize=normalize, accumulate=accumulate, images=images)
+        out[key] = entry.get("rel_l2")
+    return out
+
+
+def gpu_runs(page, job: WebJob, adapter: str, cpu: dict, small) -> dict:
+    """The WebGPU runs with their comparisons: against the same file on the CPU and the reference at that shape."""
+    model_url, hw, model = (SMALL_URL, small[1], small[2]) if small else (None, job.built.input_hw, job.built.model)
+    refs = refs_at(job.refs, hw, model, job.threads) if small else job.refs
+    names = [n for n in job.backends if n.startswith("webgpu")]
+    if small and names:
+        cpu = run_backend(page, "wasm", model_url, hw, refs.images, adapter)
+    runs = {}
+    for name in names:
+        if name == "webgpu-fp16" and job.config["runtime"] == "onnxruntime-web":
+            continue
+        run = run_backend(page, name, model_url, hw, refs.images, adapter)
+        run["file"] = f"small re-export {hw[0]}x{hw[1]}" if small else job.config["model_file"]
+        if "error" not in run and "error" not in cpu:
+            run["on_gpu"] = judge.gpu_evidence(run["info"], run["gpu"], run["console"])
+            run["vs_cpu"] = compare(run["outputs"], cpu["outputs"])
+            run["vs_reference"] = compare(run["outputs"], {n: refs.output("reference", n) for n in refs.names})
+        elif "error" not in run:
+            run["error"] = f"the CPU run it is compared with failed: {cpu['error']}"
+        if name == "webgpu-fp16" and "error" not in run:
+            run["fp16"] = fp16_block(run, model, hw, refs)
+        runs[name] = run
+    return runs
+
+
+def fp16_block(run: dict, model, hw: tuple[int, int], refs: References) -> dict:
+    mode = judge.fp16_mode(run["gpu"])
+    predicted = fp16_predictions(model, hw, refs.eager_normalized, refs.images)
+    note, agrees = judge.prediction_note(run["vs_cpu"]["rel_l2_pooled"], mode["mode"], predicted)
+    if judge.refused(run["on_gpu"]):  # the output is not FP16's doing: part of the model never ran
+        note, agrees = f"{note.split(' (')[0]}: not comparable, {judge.refused(run['on_gpu'])}", None
+    return {**mode, "predicted": predicted, "note": note, "agrees": agrees}
+
+
+def preprocess_check(wasm: dict, refs: References) -> dict:
+    """The page's input tensors against depthport's (``preprocess.to_tensor``) on the same decoded pixels."""
+    diffs = [float(np.abs(wasm["tensors"][n] - refs.input(n, refs.eager_normalized)).max()) for n in refs.names]
+    return {"max_abs_diff": max(diffs), "images": len(diffs), "exact": max(diffs) == 0.0,
+            "method": "images sent to the page as PNG (lossless), decoded by the browser, resized and normalised by "
+                      "the page's JS; compared with depthport.preprocess.to_tensor on the same pixels"}
+
+
+@dataclass
+class WebResult:
+    """What verifying one web folder gives: the WASM run's parity record, report.json's ``browser`` block, the
+    browser checks' verdicts, the first image's WASM depth and the page's screenshot (PNG bytes or None)."""
+
+    parity: dict
+    browser: dict
+    verdicts: dict
+    depth: np.ndarray | None
+    screenshot: bytes | None
+
+
+def show(page, backend: str) -> dict:
+    """The page as a person uses it: the bundled image on ``backend`` (FP32), then a screenshot."""
+    try:
+        shown = page.show_bundled(backend, "fp32")
+        return {"backend": backend, "ms": shown.get("ms"), "png": page.screenshot()}
+    except RuntimeError as exc:
+        return {"backend": backend, "error": error_text(exc), "png": None}
+
+
+def verify_folder(job: WebJob) -> WebResult:
+    """Every requested backend of ``job.folder`` in headless Chromium (see the module's doc)."""
+    gpu_wanted = any(n.startswith("webgpu") for n in job.backends)
+    small = small_model(job) if gpu_wanted else None
+    browser = chromium.shared_browser(job.fast_shaders)
+    with serving(job.folder, {SMALL_URL: small[0]} if small else None) as url:
+        page = browser.open(url)
+        try:
+            adapter = page.call("() => window.depthport.page.gpu") or ""
+            wasm = run_backend(page, "wasm", None, job.built.input_hw, job.refs.images, adapter)
+            runs = gpu_runs(page, job, adapter, wasm, small) if gpu_wanted and adapter else {}
+            shown = show(page, "webgpu" if adapter and small is None and gpu_wanted else "wasm")
+        finally:
+            page.close()
+    return assemble(job, browser, adapter, wasm, runs, small, shown)
+
+
+def not_run_reason(job: WebJob, name: str, adapter: str) -> tuple[str, str]:
+    """(why, cause) for a backend with no run."""
+    from ..report.schema import SKIPPED, UNAVAILABLE
+
+    if name not in job.backends:
+        return f"{name} not requested (backends: {', '.join(job.backends)})", SKIPPED
+    if name == "webgpu-fp16" and job.config["runtime"] == "onnxruntime-web":
+        return "onnxruntime-web runs an FP32 model in FP32 only (no FP16 compute option)", UNAVAILABLE
+    if not adapter:
+        return "this Chromium has no WebGPU adapter", ERROR
+    return f"{name} was not run", ERROR
+
+
+def public_run(run: dict) -> dict:
+    """A run as report.json keeps it: no arrays, the GPU counters and the console lines that matter."""
+    out = {k: v for k, v in run.items() if k not in ("tensors", "outputs", "gpu", "console")}
+    gpu = run.get("gpu") or {}
+    if gpu:
+        out["gpu"] = {"submits": gpu.get("submits"), "dispatches": gpu.get("dispatches"),
+                      "pipelines": gpu.get("pipelines"), "device_features": (gpu.get("devices") or [{}])[-1].get("granted")}
+    out["console_fallback"] = judge.fallback_lines(run.get("console") or [])
+    out["console_gpu_errors"] = [line.splitlines()[0] for line in judge.gpu_error_lines(run.get("console") or [])][:5]
+    return out
+
+
+def assemble(job: WebJob, browser, adapter: str, wasm: dict, runs: dict, small, shown: dict) -> WebResult:
+    refs = job.refs
+    if "error" in wasm:
+        parity = {"error": f"the page failed on WASM: {wasm['error']}", "cause": ERROR}
+    else:
+        parity = parity_record(wasm["outputs"], refs, refs.label, "depthport eager model, same rewrites")
+        parity["runtime"] = f"{job.config['runtime']} {job.config['runtime_version']} (WASM, {browser.version})"
+        if refs.reference64 is None:
+            parity["skipped"] = ["fp64_error_ratio"]
+    verdicts = {}
+    for name, check, verdict in (("webgpu-fp32", "webgpu_fp32", judge.webgpu_fp32_verdict),
+                                 ("webgpu-fp16", "webgpu_fp16", judge.webgpu_fp16_verdict)):
+        why, cause = not_run_reason(job, name, adapter)
+        verdicts[check] = verdict(runs[name]) if name in runs else Verdict.not_measured(why, cause)
+    block = {"browser": browser.version, "flags": list(browser.flags), "driver": driver_version(),
+             "fast_shaders": job.fast_shaders, "adapter": adapter or None, "runtime": job.config["runtime"],
+             "runtime_version": job.config["runtime_version"],
+             "backends": {"wasm": public_run(wasm), **{n: public_run(r) for n, r in runs.items()}},
+             "small_reexport": {"shape": list(small[1]), "why": "WebGPU on SwiftShader emulates the GPU on the CPU: "
+                                "the WebGPU runs use a small re-export of the same model and rewrites"} if small else None,
+             "shown": {k: v for k, v in shown.items() if k != "png"}}
+    if "error" not in wasm:
+        block["preprocess"] = preprocess_check(wasm, refs)
+    depth = wasm["outputs"][refs.names[0]] if "error" not in wasm else None
+    return WebResult(parity, block, verdicts, depth, shown.get("png"))
+
+
+def driver_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"playwright {version('playwright')}"
+    except PackageNotFoundError:
+        return "playwright (version unknown)"
+
+
+def record(art: dict, result: WebResult | None, error: str | None = None) -> None:
+    """Put a web folder's results (or why there are none) into its artifact entry: ``parity`` (the gate judges it),
+    ``browser`` and the required ``webgpu_fp32`` check beside the informative ``webgpu_fp16``."""
+    if result is None:
+        art["parity"] = {"error": f"browser verification failed: {error}", "cause": ERROR}
+        set_check(art, "webgpu_fp32", Verdict.not_measured(f"browser verification failed: {error}"), required=True)
+        return
+    art["parity"], art["browser"] = result.parity, result.browser
+    set_check(art, "webgpu_fp32", result.verdicts["webgpu_fp32"], required=True)
+    set_check(art, "webgpu_fp16", result.verdicts["webgpu_fp16"], required=False)
+
+
+def apply(ctx, report: dict, refs: References, figures: dict) -> None:
+    """The verify stage's part for web folders: one shared browser, each folder's results into its artifact, the
+    screenshot beside the report (and into report.html through ``figures``)."""
+    from ..export.targets import WEB_TARGETS
+
+    for art in (a for a in report["artifacts"] if a["target"] in WEB_TARGETS):
+        ctx.detail(f"{art['file']} in headless Chromium")
+        job = WebJob(ctx.out_dir / art["file"], refs, ctx.built, ctx.scratch, ctx.options.threads,
+                     ctx.options.web_fast_shaders)
+        try:
+            result = verify_folder(job)
+        except (InputError, RuntimeError, OSError) as exc:
+            record(art, None, error_text(exc))
+            continue
+        record(art, result)
+        if result.screenshot:
+            name = f"{Path(art['file']).name}_screenshot.png"
+            (ctx.out_dir / name).write_bytes(result.screenshot)
+            art["browser"]["screenshot"] = name
+            figures.setdefault("screenshots", {})[art["target"]] = result.screenshot
+        if result.depth is not None:
+            figures["variants"][f"{art['target']} (Chromium, WASM)"] = result.depth

@@ -1,0 +1,77 @@
+"""verify: a dynamic-shape file (``onnx-dynamic``) at every shape it is verified at, not only the export's.
+
+The export shape is verified like any file (``parity``). At each other shape the same images are stretched to it
+and the file is measured against the upstream model at that shape (and in float64 when the FP32 gate asks for it);
+the ``parity_shapes`` check passes when the FP32 gate passes at every shape.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import InputError, error_text
+from ..report.schema import ERROR, FAIL, NOT_MEASURED, Verdict, set_check
+from ..runtimes import load_runner
+from ..runtimes.torch import TorchRunner
+from .gates import evaluate
+from .parity import References, parity_record, run_file
+
+
+def refs_at(refs: References, hw: tuple[int, int], threads: int) -> References:
+    """The upstream references (and float64 when there is one) at another shape; no eager model (it is built for
+    the export shape)."""
+    ref64 = (TorchRunner(refs.reference64.model, hw, threads, "reference-eager-fp64", refs.reference64.dtype)
+             if refs.reference64 is not None else None)
+    return References(refs.images, hw, TorchRunner(refs.reference.model, hw, threads, "reference-eager"), None,
+                      refs.eager_normalized, refs.label, ref64, spec=getattr(refs, "spec", None))
+
+
+def verify_shapes(path: Path, refs: References, shapes: list, threads: int, gates: dict) -> dict:
+    """{"HxW": parity summary and its gate verdict} for every shape but the export's (measured in ``parity``)."""
+    runner = load_runner(path, threads=threads)
+    if not getattr(runner, "dynamic", False):
+        raise InputError(f"{path.name} has a static input shape; only an onnx-dynamic file is verified at others")
+    out = {}
+    for hw in (tuple(s) for s in shapes):
+        if hw == tuple(refs.input_hw):
+            continue
+        shaped = refs_at(refs, hw, threads)
+        outputs = run_file(runner, shaped, path.name, refs.eager_normalized)
+        record = parity_record(outputs, shaped, refs.label)
+        if shaped.reference64 is None:
+            record["skipped"] = ["fp64_error_ratio"]
+        summary = {k: v for k, v in record.items() if k != "per_image" and not k.startswith("vs_")}
+        out[f"{hw[0]}x{hw[1]}"] = {**summary, "gate": evaluate(record, "fp32", gates)}
+    return out
+
+
+def shapes_verdict(art: dict, export_gate: dict) -> Verdict:
+    """Pass when the file passes the FP32 gate at the export shape (``export_gate``) and at every other shape."""
+    per_shape = art.get("shapes_parity") or {}
+    if "error" in per_shape:
+        return Verdict.not_measured(per_shape["error"], per_shape.get("cause", ERROR))
+    _, _, h, w = art["input_shape"]
+    verdicts = {f"{h}x{w}": Verdict.from_dict(export_gate),
+                **{hw: Verdict.from_dict(v["gate"]) for hw, v in per_shape.items()}}
+    figures = {hw: v.figures.get("rel_l2_pooled") for hw, v in verdicts.items()}
+    failed = [f"{hw}: {v.text()}" for hw, v in verdicts.items() if v.state == FAIL]
+    if failed:
+        return Verdict.failed(failed, figures)
+    open_ = [(hw, v) for hw, v in verdicts.items() if v.state == NOT_MEASURED]
+    if open_:
+        cause = ERROR if any(v.cause == ERROR for _, v in open_) else open_[0][1].cause
+        return Verdict.not_measured("; ".join(f"{hw}: {v.text()}" for hw, v in open_), cause)
+    return Verdict.passed(figures, note="FP32 gate passed at " + ", ".join(verdicts))
+
+
+def apply(ctx, report: dict, refs: References, gates: dict) -> None:
+    """Measure each onnx-dynamic file at its other shapes and add its required ``parity_shapes`` check (the gates
+    stage then settles the file's status with it)."""
+    for art in (a for a in report["artifacts"] if a.get("verify_shapes")):
+        ctx.detail(f"{art['file']} at {len(art['verify_shapes'])} shapes")
+        try:
+            art["shapes_parity"] = verify_shapes(ctx.out_dir / art["file"], refs, art["verify_shapes"],
+                                                 ctx.options.threads, gates)
+        except (InputError, RuntimeError, OSError, ValueError) as exc:
+            art["shapes_parity"] = {"error": f"verification at other shapes failed: {error_text(exc)}", "cause": ERROR}
+        set_check(art, "parity_shapes", shapes_verdict(art, evaluate(art.get("parity"), "fp32", gates)), required=True)
