@@ -115,3 +115,44 @@ def test_every_template_ships_in_the_wheel():
 
     assert {"card.md.j2", "report.html.j2"} <= {t[-1] for t in templates}
     assert all(shipped(t) for t in templates), [t for t in templates if not shipped(t)]
+
+
+def _int8_report(isa: dict | None, gain: float | None) -> dict:
+    def art(name, target, median):
+        return {"file": name, "target": target, "bytes": 1000, "input_shape": [1, 3, 28, 28],
+                "output_shape": [1, 28, 28], "status": "shipped",
+                "latency_ms": {"runtime": "litert", "threads": 2, "median": median, "rounds": 3, "iters": 2}}
+
+    probe = {"chain": "4 FC", "peak_gmac_per_s": 80.0,
+             "int8_gain": {"int8_dynamic": {"median": gain, "paired": gain}} if gain else {}}
+    bench = {"machine": {**MACHINE, "isa": isa}, "probe": probe} if isa is not None else {"probe": probe}
+    return {"model": "m", "weights": "w", "random_weights": False, "input_shape": [1, 3, 28, 28], "bench": bench,
+            "machine": {"cpu": "Test CPU", "cores": 4},
+            "artifacts": [art("a_fp32.tflite", "litert-fp32", 100.0), art("a_int8.tflite", "litert-int8", 80.0),
+                          art("a_int8_weight.tflite", "litert-int8-weight", 101.0)]}
+
+
+def _int8_section(report: dict) -> tuple[list[list[str]], str]:
+    section = render(report).split("## INT8: on which CPUs it pays off")[1].split("\n## ")[0]
+    tokens = MarkdownIt("commonmark").enable("table").parse(section)
+    cells = [t.content for t in tokens if t.type == "inline"]
+    return [cells[i:i + 5] for i in range(5, 15, 5)], cells[15]
+
+
+def test_card_says_where_each_int8_file_pays_off():
+    rows, text = _int8_section(_int8_report({"avx2": True, "fma": True, "avx512_vnni": False}, 1.5))
+    assert rows[0] == ["a_int8.tflite", "1.25x litert-fp32", "1.50x", "50 %", "yes"]
+    assert rows[1][0] == "a_int8_weight.tflite" and rows[1][2].startswith("none: weight-only")
+    assert rows[1][1] == "0.99x litert-fp32" and rows[1][4] == "no"
+    assert "no INT8 dot-product instructions" in text and "not measured here" in text
+    _, text = _int8_section(_int8_report({"avx2": True, "avx512_vnni": True}, 3.0))
+    assert "has INT8 dot-product instructions (AVX512-VNNI)" in text
+
+
+def test_card_int8_section_says_not_measured():
+    rows, text = _int8_section(_int8_report(None, None))
+    assert rows[0][2] == "not measured" and rows[0][3] == "-"
+    assert "CPU features were not measured" in text
+    report = _int8_report({"avx2": True}, 1.1)
+    report["artifacts"] = report["artifacts"][:1]
+    assert "## INT8" not in render(report)

@@ -16,6 +16,7 @@ import yaml
 from ..atomic import write_text
 from ..bench.machine import describe
 from . import web
+from .int8_advice import int8_view
 from .schema import NOT_SHIPPED, SHIPPED, UNVERIFIED, read_report, verdict_of
 from .snippets import snippets
 
@@ -221,7 +222,7 @@ def context(report: dict) -> dict:
             "parity": parity_view(report), "not_shipped": not_shipped_view(report), "fp16": fp16_rows(report),
             "ledger": ledger_rows(report), "rewrites": report.get("rewrites", []), "snippets": snippets(report),
             "command": report.get("command"), "versions": report.get("versions", {}),
-            "browser": web.browser_view(report), "shapes": web.shapes_view(report)}
+            "browser": web.browser_view(report), "shapes": web.shapes_view(report), "int8": int8_view(report)}
 
 
 def render(report: dict) -> str:
