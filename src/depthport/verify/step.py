@@ -107,10 +107,11 @@ def needs_fp64(ctx, report: dict) -> bool:
 
 
 def apply(ctx, report: dict) -> None:
+    thresholds = gates.thresholds(ctx.options.gates, ctx.built.spec.metric)
     if "verify" in ctx.options.skip:
         for art in report["artifacts"]:
             art["parity"] = {"not_measured": "verification skipped on request (--skip verify)", "cause": SKIPPED}
-        gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.gates, ctx.built.spec.metric), ctx.files)
+        gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)
         return
     threads = ctx.options.threads
     source, images = image_set(ctx.options.images)
@@ -125,7 +126,7 @@ def apply(ctx, report: dict) -> None:
                   "(`make venv` installs it)")
         for art in report["artifacts"]:
             art["parity"] = {"error": reason, "cause": ERROR}
-        gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.gates, ctx.built.spec.metric), ctx.files)
+        gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)
         return
     report["verify"] = summary_block(refs, source, threads, built.weights.random)
     report["accuracy"] = accuracy_block(refs, built.weights.random, space)
@@ -146,5 +147,5 @@ def apply(ctx, report: dict) -> None:
             continue
         figures["variants"][art["target"]] = np.asarray(outputs[refs.names[0]])
     browser.apply(ctx, report, refs, figures)
-    shapes.apply(ctx, report, refs, gates.thresholds(ctx.options.gates, ctx.built.spec.metric))
-    gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.gates, ctx.built.spec.metric), ctx.files)
+    shapes.apply(ctx, report, refs, thresholds)
+    gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)
