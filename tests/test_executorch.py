@@ -63,6 +63,35 @@ def test_backend_form_is_exact(built, image, eager):
     assert rel_l2(out, eager) < 1e-6
 
 
+def xnnpack_transposes(path) -> list[tuple[int, bool]]:
+    """(rank, fed by another transpose) of every XNNPACK transpose in a .pte's delegate graphs."""
+    from executorch.backends.xnnpack.serialization.xnnpack_graph_serialize import XNNHeader
+
+    from depthport.bench.macs_pte import _delegate_payloads, _graph_json
+
+    out = []
+    for payload in _delegate_payloads(path.read_bytes())[0]:
+        header = XNNHeader.from_bytes(payload[:XNNHeader.EXPECTED_LENGTH])
+        nodes = _graph_json(payload[header.flatbuffer_offset:header.flatbuffer_offset + header.flatbuffer_size])["xnodes"]
+        transposed = {int(n["xnode_union"]["output_id"]) for n in nodes if n["xnode_union_type"] == "XNNStaticTranspose"}
+        out += [(len(n["xnode_union"]["perm"]), int(n["xnode_union"]["input_id"]) in transposed)
+                for n in nodes if n["xnode_union_type"] == "XNNStaticTranspose"]
+    return out
+
+
+def test_attention_keys_are_transposed_once(built, exported, image, eager):
+    """The backend form makes K^T with one permute, bit for bit the same model; the .pte then has no 3-D
+    transpose of a transpose (ExecuTorch used to lower K^T as two: 12 extra XNNPACK transposes for ViT-S)."""
+    module, changes = backend_form(built.model)
+    with torch.no_grad():
+        assert np.array_equal(module(torch.from_numpy(image)).numpy(), eager)
+    assert any("attention keys" in c for c in changes)
+    ctx, _ = exported
+    transposes = xnnpack_transposes(ctx.files["xnnpack-fp32"])
+    assert sum(rank == 3 for rank, _ in transposes) == 4 * 4  # per block: Q, K, V heads and the heads' merge
+    assert not any(rank == 3 and chained for rank, chained in transposes)
+
+
 def test_fp16_form_survives_token_deviations_beyond_256(built, image):
     """(x - mean)^2 overflows fp16 past |x - mean| = 256; the fp16 form pre-scales its norms so it does not."""
     stressed = build("da2-tiny", HW, built.weights)

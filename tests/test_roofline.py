@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from depthport.bench import machine, macs, probe, roofline
-from depthport.bench.profile import mac_rates, profile_tflite, summarize_events
+from depthport.bench.profile import mac_op_type, mac_rates, profile_tflite, summarize_events
+from depthport.bench.profile_runtimes import profile_file
 from depthport.bench.timing import time_interleaved
 from depthport.cli import main
 
@@ -57,6 +58,21 @@ def small_tflite(small_net, tmp_path_factory):
     return export_tflite(small_net, HW, tmp_path_factory.mktemp("roofline") / "small.tflite")
 
 
+@pytest.fixture(scope="module")
+def small_onnx(small_net, tmp_path_factory):
+    from depthport.export.onnx import export_onnx
+
+    return export_onnx(small_net, HW, tmp_path_factory.mktemp("roofline-onnx") / "small.onnx")
+
+
+@pytest.fixture(scope="module")
+def small_pte(small_net, tmp_path_factory):
+    from depthport.export.executorch import lower_xnnpack, write_pte
+
+    manager, _ = lower_xnnpack(small_net, torch.zeros(1, 3, *HW))
+    return write_pte(manager, tmp_path_factory.mktemp("roofline-pte") / "small.pte")
+
+
 def test_tflite_mac_count_equals_the_hand_computed_number(small_tflite):
     counted = macs.count_macs(small_tflite)
     assert counted["counted"] and counted["by_op"] == HAND
@@ -64,21 +80,16 @@ def test_tflite_mac_count_equals_the_hand_computed_number(small_tflite):
     assert counted["uncounted"] == []
 
 
-def test_onnx_and_torch_counts_equal_the_hand_computed_number(small_net, tmp_path):
-    from depthport.export.onnx import export_onnx
-
-    onnx_count = macs.count_macs(export_onnx(small_net, HW, tmp_path / "small.onnx"))
+def test_onnx_and_torch_counts_equal_the_hand_computed_number(small_net, small_onnx):
+    onnx_count = macs.count_macs(small_onnx)
     assert onnx_count["counted"] and onnx_count["total"] == sum(HAND.values())
     assert onnx_count["by_op"]["Conv"] == HAND["CONV_2D"] + HAND["DEPTHWISE_CONV_2D"]
     assert onnx_count["by_op"]["ConvTranspose"] == HAND["TRANSPOSE_CONV"]
     assert roofline.count_torch(small_net, (1, 3, *HW))["total"] == sum(HAND.values())
 
 
-def test_pte_count_equals_the_hand_computed_number(small_net, tmp_path):
-    from depthport.export.executorch import lower_xnnpack, write_pte
-
-    manager, _ = lower_xnnpack(small_net, torch.zeros(1, 3, *HW))
-    counted = macs.count_macs(write_pte(manager, tmp_path / "small.pte"))
+def test_pte_count_equals_the_hand_computed_number(small_pte):
+    counted = macs.count_macs(small_pte)
     assert counted["counted"], counted.get("reason")
     assert counted["total"] == sum(HAND.values())
     # XNNPACK leaves the activation x activation matmul to the portable aten::mm kernel, counted from its sizes
@@ -214,6 +225,33 @@ def test_litert_profiler_reports_every_mac_op_of_the_graph(tiny_tflite):
     assert set(rows) == {"CONV_2D", "FULLY_CONNECTED", "BATCH_MATMUL"}
 
 
+@pytest.mark.parametrize("kind", ["pte", "onnx"])
+def test_executorch_and_onnxruntime_profilers_time_every_mac_op_of_the_file(kind, small_pte, small_onnx):
+    path = small_pte if kind == "pte" else small_onnx
+    prof = profile_file(path, threads=1, runs=2, warmup=1)
+    assert "error" not in prof, prof.get("error")
+    assert prof["by_type"] and 0 < len(prof["top"]) <= 10 and prof["file"] == path.name
+    assert 0 < prof["ops_ms"] <= prof["invoke_ms"]
+    assert math.isclose(sum(t["pct"] for t in prof["by_type"]), 100.0, rel_tol=1e-9)
+    counted = macs.count_macs(path)
+    rows = {r["op"]: r for r in mac_rates(prof, counted, peak_gmac_per_s=10.0)}
+    total = rows.pop("all MAC ops")
+    assert total["tflite_ops"] == total["runtime_ops"] == sum(counted["op_count"].values())
+    assert total["gmac"] == pytest.approx(sum(HAND.values()) / 1e9) and total["gmac_per_s"] > 0
+    assert all(r["ms"] for r in rows.values())  # every MAC op type of the file was timed
+    wheres = {o["where"] for o in prof["top"]}
+    # the .pte's activation x activation matmul runs on the portable aten::mm kernel, outside XNNPACK
+    assert wheres == ({"XNNPACK", "portable"} if kind == "pte" else {"onnxruntime"})
+
+
+def test_profiler_event_names_map_to_the_op_types_counted_in_the_file():
+    assert mac_op_type("Fully Connected (NC, F32) GEMM") == "FULLY_CONNECTED"
+    assert mac_op_type("Convolution (NHWC, F32) IGEMM") == "CONV_2D"
+    assert mac_op_type("native_call_mm.out") == "aten::mm" and mac_op_type("native_call_add.out") is None
+    assert mac_op_type("FusedMatMul") == "MatMul" and mac_op_type("Gemm") == "Gemm"
+    assert mac_op_type("BATCH_MATMUL") == "BATCH_MATMUL" and mac_op_type("Softmax (NC, F32)") is None
+
+
 def test_profile_summary_does_not_count_a_delegate_kernel_twice():
     events = [{"tag": "Invoke", "type": 1, "us": 100, "node": 0},
               {"tag": "TfLiteXNNPackDelegate", "type": 2, "us": 90, "node": 0},
@@ -251,4 +289,14 @@ def test_cli_profile_alone_and_bad_profile_input(tiny_tflite, tmp_path, capsys):
     assert main(["bench", "--profile", str(tiny_tflite), "--threads", "1", "--profile-runs", "1"]) == 0
     assert "time per op type" in capsys.readouterr().out
     assert main(["bench", "--profile", str(tmp_path / "missing.tflite")]) == 2
-    assert main(["bench", "--profile", str(tmp_path / "model.onnx")]) == 2
+    assert main(["bench", "--profile", str(tmp_path / "missing.onnx")]) == 2
+    (tmp_path / "model.txt").write_text("not a model")
+    capsys.readouterr()
+    assert main(["bench", "--profile", str(tmp_path / "model.txt")]) == 2
+    assert "--profile takes a .tflite, .pte, .onnx file" in capsys.readouterr().err
+
+
+def test_cli_profiles_a_pte_with_etdump(small_pte, capsys):
+    assert main(["bench", "--profile", str(small_pte), "--threads", "1", "--profile-runs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "time per op type" in out and "ETDump" in out and "native_call_mm" in out

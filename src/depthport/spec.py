@@ -122,6 +122,11 @@ class ModelSpec:
         return [1, 1, *input_hw] if self.channel_dim else [1, *input_hw]
 
 
+def focal_formula(focal_reference: float) -> str:
+    """How canonical depth becomes metres, e.g. 'metres = value x focal_px / 300'."""
+    return f"metres = value x focal_px / {focal_reference:g}"
+
+
 def output_units(meaning: str, max_depth: float | None = None, focal_reference: float | None = None) -> dict:
     """What one output value is and how an app gets metres from it (``to_metres`` None where it cannot); ``label``
     names the unit in gates and reasons."""
@@ -132,8 +137,8 @@ def output_units(meaning: str, max_depth: float | None = None, focal_reference: 
                 "larger = farther")
     elif meaning == CANONICAL:
         to_metres, label = f"depth_m = value * focal_px / {focal_reference:g}", f"m at focal {focal_reference:g} px"
-        line = (f"canonical depth: metres = value x focal_px / {focal_reference:g}, focal_px being the camera's focal "
-                "length in pixels at the model's input size; larger = farther")
+        line = (f"canonical depth: {focal_formula(focal_reference)}, focal_px being the camera's focal length in "
+                "pixels at the model's input size; larger = farther")
     elif meaning == UP_TO_SCALE:
         to_metres, label, line = None, None, "no unit: depth up to an unknown scale (larger = farther); not metres"
     else:

@@ -1,4 +1,5 @@
-"""Where the time goes in a .tflite on the CPU: LiteRT's own op profiler, per op type and the 10 slowest ops.
+"""Where the time goes in a .tflite on the CPU: LiteRT's own op profiler, per op type and the 10 slowest ops
+(``profile_runtimes`` does the same for a .pte or an .onnx, with its own runtime's profiler).
 
 The Python package (ai_edge_litert 2.3) exposes no profiler: ``CompiledModel`` takes no profiling option and
 the Interpreter wrapper has no profiler hook. The C library in the same wheel (``ai_edge_litert/libLiteRt.so``)
@@ -30,20 +31,33 @@ METHOD = ("LiteRT's own profiler (C API of the wheel's libLiteRt.so via ctypes: 
 # ProfiledEventData.event_type values (litert/c/litert_profiler_event.h)
 DEFAULT, OPERATOR, DELEGATE_OPERATOR, DELEGATE_PROFILED_OPERATOR = 1, 2, 4, 8
 OP_EVENTS = (OPERATOR, DELEGATE_OPERATOR, DELEGATE_PROFILED_OPERATOR)
+NODES = ("node = the op's index in the runtime's own graph (XNNPACK operator index inside the delegated partition, "
+         "TFLite node index otherwise)")
 # XNNPACK operator name (substring) -> TFLite MAC op type, first match wins.
 XNN_TO_TFLITE = (("Fully Connected", "FULLY_CONNECTED"), ("Batch Matrix Multiply", "BATCH_MATMUL"),
                  ("Deconvolution", "TRANSPOSE_CONV"), ("DWConv", "DEPTHWISE_CONV_2D"),
                  ("Convolution", "CONV_2D"))
 
 
-def tflite_type(tag: str) -> str | None:
-    """The TFLite MAC op type an event belongs to (None: not a MAC op)."""
+# onnxruntime's fused node -> the graph's op type it replaces (MACs are counted on the graph as saved)
+ONNX_RUN_AS = {"FusedMatMul": "MatMul"}
+
+
+def mac_op_type(tag: str) -> str | None:
+    """The MAC op type, as ``depthport.bench.macs`` counts it in the file, that a profiler event belongs to:
+    XNNPACK operators map to TFLite op types (LiteRT and ExecuTorch alike), ExecuTorch portable kernels
+    (``native_call_mm.out``) to ``aten::mm``, onnxruntime nodes to ONNX op types. None: not a MAC op."""
     for needle, op in XNN_TO_TFLITE:
         if needle in tag:
             return op
-    from .macs import MAC_OPS_TFLITE
+    from .macs import MAC_OPS_ONNX, MAC_OPS_TFLITE
+    from .macs_pte import PORTABLE_MAC_KERNELS
 
-    return tag if tag in MAC_OPS_TFLITE else None
+    if tag.startswith("native_call_"):
+        name = "aten::" + tag.removeprefix("native_call_").split(".")[0]
+        return name if PORTABLE_MAC_KERNELS.match(name) else None
+    tag = ONNX_RUN_AS.get(tag, tag)
+    return tag if tag in MAC_OPS_TFLITE or tag in MAC_OPS_ONNX else None
 
 
 def summarize_events(events: list[dict], runs: int, top: int = 10) -> dict:
@@ -57,13 +71,13 @@ def summarize_events(events: list[dict], runs: int, top: int = 10) -> dict:
             continue
         if delegate_internal and e["type"] == OPERATOR and "delegate" in e["tag"].lower():
             continue  # the delegate's kernel: its internal events are counted instead
-        where = "TFLite" if e["type"] == OPERATOR else "XNNPACK"
+        where = e.get("where") or ("TFLite" if e["type"] == OPERATOR else "XNNPACK")
         by_type[e["tag"]][0] += e["us"]
         by_type[e["tag"]][1] += 1
         by_op[(where, e["node"], e["tag"])] += e["us"]
     total_us = sum(v[0] for v in by_type.values())
     share = lambda us: 100 * us / total_us if total_us else 0.0  # noqa: E731
-    types = [{"type": tag, "ms": us / runs / 1e3, "ops": round(n / runs), "pct": share(us), "mac_op": tflite_type(tag)}
+    types = [{"type": tag, "ms": us / runs / 1e3, "ops": round(n / runs), "pct": share(us), "mac_op": mac_op_type(tag)}
              for tag, (us, n) in by_type.items()]
     types.sort(key=lambda t: -t["ms"])
     ops = [{"where": w, "node": node, "type": tag, "ms": us / runs / 1e3, "pct": share(us)}
@@ -113,7 +127,7 @@ def profile_tflite(path: str | Path, threads: int = 2, runs: int = 5, warmup: in
     if "error" in raw:
         return raw
     out = summarize_events(raw["events"], runs)
-    out.update(method=METHOD, threads=threads, warmup=warmup, file=path.name)
+    out.update(method=METHOD, nodes=NODES, threads=threads, warmup=warmup, file=path.name)
     return out
 
 
@@ -147,20 +161,20 @@ def print_profile(prof: dict) -> None:
     console.print(types)
     if prof.get("mac_ops"):
         rates = Table(title="MAC op types: GMAC counted from the graph / profiled time")
-        for col in ("TFLite op", "ops in file", "ops run", "GMAC", "ms", "GMAC/s", "% of peak"):
+        for col in ("op type in the file", "ops in file", "ops run", "GMAC", "ms", "GMAC/s", "% of peak"):
             rates.add_column(col)
         for r in prof["mac_ops"]:
             rates.add_row(r["op"], str(r["tflite_ops"]), str(r["runtime_ops"]), f"{r['gmac']:.3f}", fmt(r["ms"], ".2f"),
                           fmt(r["gmac_per_s"]), fmt(r["pct_of_peak"]))
         console.print(rates)
         if any(r["tflite_ops"] != r["runtime_ops"] for r in prof["mac_ops"]):
-            console.print("ops in file != ops run: XNNPACK ran some ops as another type (e.g. 1x1 CONV_2D as "
-                          "Fully Connected), so the per-type rates are approximate; the 'all MAC ops' row is exact")
+            console.print("ops in file != ops run: the runtime ran some ops as another type (e.g. XNNPACK runs a 1x1 "
+                          "CONV_2D as Fully Connected; onnxruntime fuses MatMul + Add into Gemm), so the per-type rates "
+                          "are approximate; the 'all MAC ops' row is exact")
     top = Table(title=f"top {len(prof['top'])} ops")
     for col in ("runtime", "node", "op type", "ms", "%"):
         top.add_column(col)
     for o in prof["top"]:
         top.add_row(o["where"], str(o["node"]), o["type"], f"{o['ms']:.3f}", f"{o['pct']:.1f}")
     console.print(top)
-    console.print(f"method: {prof['method']}; node = the op's index in the runtime's own graph (XNNPACK operator "
-                  "index inside the delegated partition, TFLite node index otherwise)")
+    console.print(f"method: {prof['method']}; {prof.get('nodes', NODES)}")

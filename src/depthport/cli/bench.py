@@ -11,6 +11,8 @@ from ..outdir import check_output_file
 from .common import accelerator_options, add_accelerator_args, thread_count
 from ..bench.probe import SPECS
 
+PROFILED = (".tflite", ".pte", ".onnx")  # what --profile takes, each profiled by its own runtime
+
 
 def add_parser(subparsers):
     p = subparsers.add_parser("bench", help="time exported files against each other, interleaved")
@@ -31,7 +33,8 @@ def add_parser(subparsers):
     p.add_argument("--probe-size", choices=sorted(SPECS), default="full",
                    help="GEMM probe chain: full = 16 FC 384<->1536 on 1814 tokens; small = 4 of them")
     p.add_argument("--profile", metavar="FILE",
-                   help="print LiteRT's per-op profile of this .tflite on the CPU: time per op type, top 10 ops")
+                   help="print the runtime's own per-op profile of this .tflite (LiteRT), .pte (ExecuTorch ETDump) or "
+                        ".onnx (onnxruntime) on the CPU: time per op type, GMAC/s per MAC op type, top 10 ops")
     p.add_argument("--profile-runs", type=int, default=5, help="profiled calls for --profile (after 2 warm-ups)")
     add_accelerator_args(p)
     return p
@@ -93,8 +96,8 @@ def run(args) -> int:
         raise InputError("--threads, --rounds, --iters and --profile-runs must be >= 1 and --warmup >= 0")
     if args.json:
         check_output_file(args.json, "--json")
-    if args.profile and Path(args.profile).suffix != ".tflite":
-        raise InputError(f"--profile takes a .tflite file, not {Path(args.profile).name}")
+    if args.profile and Path(args.profile).suffix not in PROFILED:
+        raise InputError(f"--profile takes a {', '.join(PROFILED)} file, not {Path(args.profile).name}")
     if not args.files and not args.torch:
         return 1 if "error" in run_profile(args, None) else 0
     console = Console(stderr=True)
@@ -178,17 +181,18 @@ def print_table(result: dict) -> None:
 
 
 def run_profile(args, probe: dict | None) -> dict:
-    """``--profile FILE``: LiteRT's op profile of FILE; prints it, returns it (under "profile" in --json)."""
+    """``--profile FILE``: the runtime's op profile of FILE; prints it, returns it (under "profile" in --json)."""
     from rich.console import Console
 
     from ..bench.machine import machine_info
     from ..bench.macs import count_macs
-    from ..bench.profile import mac_rates, print_profile, profile_tflite
+    from ..bench.profile import mac_rates, print_profile
+    from ..bench.profile_runtimes import profile_file
 
     if not Path(args.profile).is_file():
         raise InputError(f"model file not found: {args.profile}")
     with Console(stderr=True).status(f"profiling {Path(args.profile).name}"):
-        prof = profile_tflite(args.profile, threads=args.threads, runs=args.profile_runs)
+        prof = profile_file(args.profile, threads=args.threads, runs=args.profile_runs)
     if "error" not in prof:
         prof["mac_ops"] = mac_rates(prof, count_macs(args.profile), (probe or {}).get("peak_gmac_per_s"))
         prof["machine"] = machine_info(args.threads)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..spec import focal_formula
 from .common import console
 
 
@@ -43,5 +44,5 @@ def _output(spec) -> str:
     if units["max_depth_m"] is not None:
         return f"metres (0-{units['max_depth_m']:g} m)"
     if units["focal_reference_px"] is not None:
-        return f"metres = value x focal_px / {units['focal_reference_px']:g}"
+        return focal_formula(units["focal_reference_px"])
     return units["meaning"]

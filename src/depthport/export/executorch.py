@@ -2,6 +2,7 @@
 
 Every file takes and returns float32, so the variants are interchangeable. Before export the model is put in its
 *backend form* (``backend_form``), which records what it changed:
+- the attention's K^T made by one permute (ExecuTorch does not merge the heads' transpose with K's; exact);
 - any norm that still subtracts its mean gets the mean as a (1, C) linear (XNNPACK's mean only reduces the
   spatial axes of 4-D tensors; exact);
 - fp16 compute: norms pre-scaled into fp16 range (exact scaling), and for XNNPACK, which has no fp16 GELU, the
@@ -23,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..atomic import atomic_path
-from ..models.layers import Mlp, Resize, ScaleNorm
+from ..models.layers import Attention, Mlp, Resize, ScaleNorm
 from ..errors import InputError, MissingDependency
 from .context import ExportContext, artifact_entry
 from .delegation import delegation_report
@@ -98,7 +99,10 @@ def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gel
     (for XNNPACK fp16), ``fp16_io`` runs the copy in fp16 between float32 casts.
     """
     out = copy.deepcopy(model).eval()
-    counts = {"mean": 0, "norm": 0, "gelu": 0}
+    counts = {"mean": 0, "norm": 0, "gelu": 0, "keys": 0}
+    for attn in (m for m in out.modules() if isinstance(m, Attention)):
+        attn.keys_in_one_permute = True
+        counts["keys"] += 1
     for parent in list(out.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, ScaleNorm) and (fp16_range_norm or not getattr(child, "centered", False)):
@@ -110,6 +114,9 @@ def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gel
                 setattr(parent, name, SigmoidGeluMlp(child))
                 counts["gelu"] += 1
     changes = []
+    if counts["keys"]:
+        changes.append(f"{counts['keys']} attention keys transposed to (heads, head_dim, N) in one permute, where "
+                       "ExecuTorch lowers the heads' transpose and K's as two XNNPACK transposes (exact)")
     if counts["mean"]:
         changes.append(f"{counts['mean']} norm means as a (1, C) linear (exact)")
     if counts["norm"]:

@@ -34,12 +34,21 @@ class Attention(nn.Module):
         self.v = nn.Linear(dim, dim, bias=qkv_bias)
         self.proj = nn.Linear(dim, dim)
 
+    # K^T in one permute instead of the heads' transpose and then K's: set by export.executorch.backend_form
+    keys_in_one_permute = False
+
     def _heads(self, t: torch.Tensor) -> torch.Tensor:
         return t.reshape(t.shape[0], self.heads, self.head_dim).transpose(0, 1)
 
+    def _keys_t(self, x: torch.Tensor) -> torch.Tensor:
+        """K as (heads, head_dim, N)."""
+        if self.keys_in_one_permute:
+            return self.k(x).reshape(x.shape[0], self.heads, self.head_dim).permute(1, 2, 0)
+        return self._heads(self.k(x)).transpose(1, 2)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q, k, v = self._heads(self.q(x)), self._heads(self.k(x)), self._heads(self.v(x))
-        logits = q @ k.transpose(1, 2)
+        q, v = self._heads(self.q(x)), self._heads(self.v(x))
+        logits = q @ self._keys_t(x)
         if self.scale != 1.0:
             logits = logits * self.scale
         out = logits.softmax(dim=-1) @ v

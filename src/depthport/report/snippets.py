@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from ..spec import focal_formula
 from .schema import NOT_SHIPPED, PASS
 
 TEMPLATES = {"tflite": ("kotlin_litert.kt.j2", "python.py.j2"), "pte": ("swift_executorch.swift.j2", "python.py.j2"),
@@ -23,7 +24,7 @@ def units_view(report: dict) -> dict:
     if units.get("meaning") == "metres":
         meaning = f"depth in metres, 0 to {units['max_depth_m']:g} m (larger = farther)"
     elif units.get("focal_reference_px"):
-        meaning = f"canonical depth: metres = value x focal_px / {units['focal_reference_px']:g} (larger = farther)"
+        meaning = f"canonical depth: {focal_formula(units['focal_reference_px'])} (larger = farther)"
     focal = units.get("focal_reference_px")
     return {"meaning": meaning, "metric": bool(units.get("metric")),
             "focal_reference": f"{focal:g}" if focal else None}
