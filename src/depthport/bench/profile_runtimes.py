@@ -78,6 +78,8 @@ def onnx_events(path: str, threads: int, runs: int, warmup: int) -> list[dict]:
     """onnxruntime profiler events of ``runs`` calls after ``warmup`` calls, as executorch_events gives them."""
     import onnxruntime as ort
 
+    from ..runtimes.onnx import OnnxRunner
+
     with tempfile.TemporaryDirectory() as tmp:
         options = ort.SessionOptions()
         options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
@@ -85,7 +87,7 @@ def onnx_events(path: str, threads: int, runs: int, warmup: int) -> list[dict]:
         options.enable_profiling, options.profile_file_prefix = True, str(Path(tmp) / "ort")
         session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         inp = session.get_inputs()[0]
-        x = _input([d if isinstance(d, int) else 1 for d in inp.shape])
+        x = _input(OnnxRunner(path, threads).input_shape)  # a dynamic export: the shape it was made at
         for _ in range(warmup + runs):
             session.run(None, {inp.name: x})
         raw = json.loads(Path(session.end_profiling()).read_text())
