@@ -59,20 +59,23 @@ def category(name: str, onnx_inputs: int | None = None) -> str:
     return next((label for label, needles, _ in CATEGORIES if any(n in name for n in needles)), OTHER)
 
 
-def by_category(events: list[dict], runs: int, onnx: bool = False) -> dict:
-    """category -> {"ms", "ops", "kinds": {operator kind: {"ms", "ops"}}} per run, from profiler events."""
+def by_category(rows, onnx: bool = False) -> dict:
+    """category -> {"ms", "ops", "kinds": {operator kind: {"ms", "ops"}}} per run, from (kind, ms per run, ops
+    per run, inputs its onnxruntime event lists) rows."""
+    out: dict = defaultdict(lambda: defaultdict(lambda: [0.0, 0.0]))
+    for kind, ms, ops, inputs in rows:
+        acc = out[category(kind, inputs if onnx else None)][kind]
+        acc[0] += ms
+        acc[1] += ops
+    return {cat: {"ms": sum(ms for ms, _ in kinds.values()), "ops": round(sum(n for _, n in kinds.values())),
+                  "kinds": {k: {"ms": ms, "ops": round(n)} for k, (ms, n) in sorted(kinds.items(), key=lambda i: -i[1][0])}}
+            for cat, kinds in out.items()}
+
+
+def event_rows(events: list[dict], runs: int) -> list[tuple]:
     from depthport.bench.profile import DEFAULT
 
-    out: dict = defaultdict(lambda: defaultdict(lambda: [0.0, 0]))
-    for e in events:
-        if e["type"] != DEFAULT:
-            kind = out[category(e["tag"], e.get("inputs", 0) if onnx else None)][e["tag"]]
-            kind[0] += e["us"] / 1e3 / runs
-            kind[1] += 1
-    return {cat: {"ms": sum(ms for ms, _ in kinds.values()), "ops": round(sum(n for _, n in kinds.values()) / runs),
-                  "kinds": {k: {"ms": ms, "ops": round(n / runs)} for k, (ms, n) in
-                            sorted(kinds.items(), key=lambda i: -i[1][0])}}
-            for cat, kinds in out.items()}
+    return [(e["tag"], e["us"] / 1e3 / runs, 1 / runs, e.get("inputs", 0)) for e in events if e["type"] != DEFAULT]
 
 
 def profiles(files: dict[str, Path], threads: int, runs: int, warmup: int) -> tuple[dict, dict]:
@@ -81,14 +84,13 @@ def profiles(files: dict[str, Path], threads: int, runs: int, warmup: int) -> tu
     from depthport.bench.profile_runtimes import executorch_events, onnx_events
 
     out = {"executorch": timed(console, "ETDump", lambda: by_category(
-               executorch_events(str(files["executorch"]), threads, runs, warmup), runs)),
+               event_rows(executorch_events(str(files["executorch"]), threads, runs, warmup), runs))),
            "onnxruntime": timed(console, "onnxruntime profiler", lambda: by_category(
-               onnx_events(str(files["onnxruntime"]), threads, runs, warmup), runs, onnx=True))}
+               event_rows(onnx_events(str(files["onnxruntime"]), threads, runs, warmup), runs), onnx=True))}
     litert = timed(console, "LiteRT profiler", lambda: profile_tflite(files["litert"], threads, runs, warmup))
     if "error" in litert:
         raise RuntimeError(f"LiteRT profiler: {litert['error']}")
-    out["litert"] = by_category([{"tag": t["type"], "type": 0, "us": t["ms"] * 1e3 / max(t["ops"], 1)}
-                                 for t in litert["by_type"] for _ in range(max(t["ops"], 1))], 1)
+    out["litert"] = by_category([(t["type"], t["ms"], t["ops"], 0) for t in litert["by_type"]])
     return out, litert
 
 

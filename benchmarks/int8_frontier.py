@@ -125,33 +125,28 @@ def make_file(rules, fp32: Path, calibrator: Calibrator, static: bool) -> bytes:
 
 
 class QuantizedIORunner:
-    """LiteRT CompiledModel on the CPU for a file whose input or output may be INT8: the float image is quantized
-    with the input's scale and zero point (and the output dequantized) inside ``run``."""
+    """The probe's runner (LiteRT CompiledModel on the CPU, the file's own input/output dtypes) for a whole model
+    whose input or output may be INT8: the float image is quantized with the input's scale and zero point, and the
+    output dequantized, inside ``run``."""
 
     runtime = "litert-compiled"
 
     def __init__(self, path: Path, threads: int):
-        from ai_edge_litert.compiled_model import CompiledModel
         from ai_edge_litert.interpreter import Interpreter
 
-        from depthport.runtimes.litert_options import compiled_options
+        from depthport.bench.probe import ChainRunner
 
+        self._chain = ChainRunner(path, threads)
+        self.input_shape = self._chain.input_shape
         details = Interpreter(model_path=str(path))
-        inp, out = details.get_input_details()[0], details.get_output_details()[0]
-        self.input_shape = tuple(inp["shape"])
-        self._in, self._out = inp, out
-        self._size = int(np.prod(out["shape"]))
-        self._model = CompiledModel.from_file(str(path), options=compiled_options("cpu", threads=threads))
-        self._inputs, self._outputs = self._model.create_input_buffers(0), self._model.create_output_buffers(0)
+        self._in, self._out = details.get_input_details()[0], details.get_output_details()[0]
 
     def run(self, x: np.ndarray) -> np.ndarray:
         if self._in["dtype"] != np.float32:
             scale, zero = self._in["quantization"]
             info = np.iinfo(self._in["dtype"])
-            x = np.clip(np.round(x / scale) + zero, info.min, info.max).astype(self._in["dtype"])
-        self._inputs[0].write(np.ascontiguousarray(x))
-        self._model.run_by_index(0, self._inputs, self._outputs)
-        y = self._outputs[0].read(self._size, self._out["dtype"])
+            x = np.clip(np.round(x / scale) + zero, info.min, info.max)
+        y = self._chain.run(x)
         if self._out["dtype"] != np.float32:
             scale, zero = self._out["quantization"]
             y = (y.astype(np.float32) - zero) * scale

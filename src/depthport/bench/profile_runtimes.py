@@ -16,9 +16,8 @@ import json
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 from .profile import DEFAULT, DELEGATE_PROFILED_OPERATOR, OPERATOR, profile_tflite, summarize_events
+from .timing import sample_input
 
 METHODS = {
     ".pte": ("ExecuTorch's ETDump (Runtime.load_program(enable_etdump=True), executorch.devtools.Inspector) in a "
@@ -33,12 +32,6 @@ NODES = {".pte": "node = the operator's number within its kind, as ETDump names 
 WHOLE_CALL = {".pte": "Method::execute", ".onnx": "model_run"}
 
 
-def _input(shape, seed: int = 0) -> np.ndarray:
-    from .timing import sample_input
-
-    return sample_input(shape, seed)
-
-
 def executorch_events(path: str, threads: int, runs: int, warmup: int) -> list[dict]:
     """ETDump events of ``runs`` calls after ``warmup`` calls, as {"tag", "type", "us", "node", "where"}."""
     import torch
@@ -50,7 +43,7 @@ def executorch_events(path: str, threads: int, runs: int, warmup: int) -> list[d
     size_threadpool(threads)
     program = Runtime.get().load_program(Path(path), enable_etdump=True)
     method = program.load_method("forward")
-    x = torch.from_numpy(_input(tuple(method.metadata.input_tensor_meta(0).sizes())))
+    x = torch.from_numpy(sample_input(tuple(method.metadata.input_tensor_meta(0).sizes())))
     for _ in range(warmup + runs):
         method.execute([x])
     with tempfile.TemporaryDirectory() as tmp:
@@ -87,7 +80,7 @@ def onnx_events(path: str, threads: int, runs: int, warmup: int) -> list[dict]:
         options.enable_profiling, options.profile_file_prefix = True, str(Path(tmp) / "ort")
         session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         inp = session.get_inputs()[0]
-        x = _input(OnnxRunner(path, threads).input_shape)  # a dynamic export: the shape it was made at
+        x = sample_input(OnnxRunner(path, threads).input_shape)  # a dynamic export: the shape it was made at
         for _ in range(warmup + runs):
             session.run(None, {inp.name: x})
         raw = json.loads(Path(session.end_profiling()).read_text())
