@@ -27,8 +27,8 @@ from rich.console import Console
 from rich.table import Table
 from torch import nn
 
-from common import add_run_args, run_setup, timed
-from depthport.bench import Entry, time_interleaved
+from common import add_run_args, run_setup, time_rounds, timed
+from depthport.bench import Entry
 from depthport.build import build
 from depthport.export.delegation import delegation_report
 from depthport.export.targets import ExportContext, load_all
@@ -162,9 +162,7 @@ def main() -> int:
 
     timing = [Entry(label, runner, images[0]) for label, runner in runners.items()]
     timing.append(Entry("torch eager (depthport model)", eager, images[0]))
-    with console.status("timing") as status, native_stderr_muted():
-        records = time_interleaved(timing, args.rounds, args.warmup, args.iters,
-                                   progress=lambda msg: status.update(f"timing: {msg}"))
+    records = time_rounds(console, timing, args)
     by = {r["label"]: r for r in records}
 
     console.print(results_table(spec, hw, built, args, len(images), entries, results, by))

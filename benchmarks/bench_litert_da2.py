@@ -28,8 +28,8 @@ from rich.console import Console
 from rich.table import Table
 from torch import nn
 
-from common import add_run_args, run_setup, timed
-from depthport.bench import Entry, peak_memory, time_interleaved
+from common import add_run_args, run_setup, time_rounds, timed
+from depthport.bench import Entry, peak_memory
 from depthport.bench.timing import MEMORY_METHOD
 from depthport.build import build
 from depthport.export.litert import export_tflite
@@ -133,9 +133,7 @@ def main() -> int:
     ref_depth = np.asarray(entries[-1].runner.run(x_image)).reshape(hw)
     parity = {e.label: rel_l2(np.asarray(e.runner.run(e.x)).reshape(hw), ref_depth)
               for e in entries if "resize only" not in e.label}
-    with console.status("timing") as status, native_stderr_muted():
-        records = time_interleaved(entries, args.rounds, args.warmup, args.iters,
-                                   progress=lambda msg: status.update(f"timing: {msg}"))
+    records = time_rounds(console, entries, args)
     memory = {}
     if not args.no_memory:
         with console.status("peak memory"):

@@ -27,8 +27,8 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from common import add_run_args, run_setup, timed
-from depthport.bench import Entry, time_interleaved
+from common import add_run_args, run_setup, time_rounds, timed
+from depthport.bench import Entry
 from depthport.build import build
 from depthport.check.stage import check_litert
 from depthport.export.litert import tflite_entry
@@ -102,9 +102,7 @@ def main() -> int:
     x = to_tensor(images[0][1], hw)
     with native_stderr_muted():
         timing = [Entry(label, load_runner(path, threads=args.threads), x) for label, path in files.items()]
-    with console.status("timing") as status, native_stderr_muted():
-        records = time_interleaved(timing, args.rounds, args.warmup, args.iters,
-                                   progress=lambda msg: status.update(f"timing: {msg}"))
+    records = time_rounds(console, timing, args)
     latency = {r["label"]: r for r in records}
 
     table = Table(title=f"{spec.id} {hw[0]}x{hw[1]}, {'random' if weights.random else args.weights} weights, "

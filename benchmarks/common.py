@@ -19,6 +19,16 @@ def timed(console: Console, label: str, fn):
     return out
 
 
+def time_rounds(console: Console, entries: list, args) -> list[dict]:
+    """depthport.bench.time_interleaved over ``entries`` with the timing options of ``add_run_args``; the runtimes'
+    native logs muted, the progress shown on the console."""
+    from depthport.bench import time_interleaved
+
+    with console.status("timing") as status, native_stderr_muted():
+        return time_interleaved(entries, args.rounds, args.warmup, args.iters,
+                                progress=lambda msg: status.update(f"timing: {msg}"))
+
+
 def add_run_args(parser, size: str, work: str, warmup: int, iters: int) -> None:
     """The options every full-size benchmark takes: what to build, where, and how to time it."""
     parser.add_argument("--model", default="da2-small", help="model id (da2-tiny for a dry run)")

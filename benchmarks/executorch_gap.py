@@ -27,7 +27,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from common import add_run_args, run_setup, timed
+from common import add_run_args, run_setup, time_rounds, timed
 
 console = Console(width=170)
 FILES = {"executorch": ("xnnpack-fp32", "_xnnpack_fp32.pte"), "onnxruntime": ("onnx", ".onnx"),
@@ -119,7 +119,7 @@ def main() -> int:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
 
-    from depthport.bench import Entry, time_interleaved
+    from depthport.bench import Entry
     from depthport.bench.machine import describe, machine_info
     from depthport.preprocess import to_tensor
     from depthport.quiet import native_stderr_muted
@@ -132,9 +132,7 @@ def main() -> int:
     x = to_tensor(builtin_image("chelsea"), hw)
     with native_stderr_muted():
         entries = [Entry(rt, load_runner(path, threads=args.threads), x) for rt, path in files.items()]
-    with console.status("timing") as status, native_stderr_muted():
-        records = time_interleaved(entries, args.rounds, args.warmup, args.iters,
-                                   progress=lambda msg: status.update(f"timing: {msg}"))
+    records = time_rounds(console, entries, args)
     by = {r["label"]: r for r in records}
     with native_stderr_muted():
         by_runtime, litert_raw = profiles(files, args.threads, args.profile_runs, 2)

@@ -29,7 +29,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from common import add_run_args, run_setup, timed
+from common import add_run_args, run_setup, time_rounds, timed
 
 console = Console(width=180)
 REL_L2_GATE, DELTA_GATE, SHARE_GATE = 0.015, 0.99, 0.90
@@ -187,7 +187,7 @@ def accuracy(files: dict[str, Path], reference, hw, threads: int) -> dict[str, d
 
 
 def latency(files: dict[str, Path], hw, args) -> tuple[list[dict], dict]:
-    from depthport.bench import Entry, time_interleaved
+    from depthport.bench import Entry
     from depthport.bench.probe import FULL, probe_entries, summarize as probe_summary
     from depthport.preprocess import to_tensor
     from depthport.quiet import native_stderr_muted
@@ -197,9 +197,7 @@ def latency(files: dict[str, Path], hw, args) -> tuple[list[dict], dict]:
     with native_stderr_muted():
         entries = probe_entries(FULL, args.threads)
         entries += [Entry(label, QuantizedIORunner(path, args.threads), x) for label, path in files.items()]
-    with console.status("timing") as status, native_stderr_muted():
-        records = time_interleaved(entries, args.rounds, args.warmup, args.iters,
-                                   progress=lambda msg: status.update(f"timing: {msg}"))
+    records = time_rounds(console, entries, args)
     return records, probe_summary(FULL, records, args.threads)
 
 
