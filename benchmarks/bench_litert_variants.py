@@ -138,7 +138,7 @@ def main() -> int:
     for name, ok, value in checks:
         console.print(f"[{'green' if ok else 'red'}]{'PASS' if ok else 'MISS'}[/] {name}: {value}")
     if prediction:
-        console.print(f"FP16 compute (predicted, {prediction['input']}): rel L2 {prediction['rel_l2']:.2e}, Pearson "
+        console.print(f"FP16 compute (predicted, {', '.join(prediction['images'])}): rel L2 {prediction['rel_l2']:.2e}, Pearson "
                       f"{prediction['pearson']:.6f}, overflow layers {prediction['overflow_layers'] or 'none'}, first "
                       f"bad layer {prediction['first_bad_layer']}, largest FP32 activation "
                       f"{prediction['max_abs_fp32']:.0f} ({prediction['max_abs_layer']}), needs enforce_f32: "
