@@ -32,13 +32,13 @@ from depthport.bench import Entry
 from depthport.build import build
 from depthport.export.delegation import delegation_report
 from depthport.export.targets import ExportContext, load_all
-from depthport.report.provenance import machine, versions
+from depthport.core.provenance import machine, versions
 from depthport.preprocess import to_tensor
 from depthport.quiet import native_stderr_muted
 from depthport.reference import reference_model
 from depthport.runtimes import load_runner
-from depthport.verify.images import builtin_set
-from depthport.verify.metrics import image_metrics, summarize
+from depthport.core.images import builtin_set
+from depthport.core.metrics import image_metrics, summarize
 from depthport.runtimes.torch import TorchRunner
 
 console = Console(width=190)
@@ -172,7 +172,7 @@ def main() -> int:
                   f"file vs depthport eager)")
     summary = print_checks(results, by)
     m, v = machine(), versions()
-    console.print(f"images: scikit-image bundled {', '.join(names)}; parity metrics per depthport.verify.metrics")
+    console.print(f"images: scikit-image bundled {', '.join(names)}; parity metrics per depthport.core.metrics")
     console.print(f"machine: {m['cpu']}, {m['cores']} cores, {m['os']}")
     console.print("versions: " + ", ".join(f"{k} {val}" for k, val in v.items()))
     if args.json:

@@ -34,14 +34,14 @@ from depthport.bench.timing import MEMORY_METHOD
 from depthport.build import build
 from depthport.export.litert import export_tflite
 from depthport.export.targets import ExportContext, load_all
-from depthport.report.provenance import machine, versions
+from depthport.core.provenance import machine, versions
 from depthport.preprocess import to_tensor
 from depthport.quiet import native_stderr_muted
 from depthport.reference import reference_model
 from depthport.rewrites import default_rewrites
 from depthport.runtimes import load_runner
-from depthport.verify.images import builtin_image
-from depthport.verify.metrics import rel_l2
+from depthport.core.images import builtin_image
+from depthport.core.metrics import rel_l2
 from depthport.runtimes.torch import TorchRunner
 
 console = Console(width=170)
@@ -102,7 +102,7 @@ def paired(rec: dict, base: dict) -> float:
 
 def op_count(path: Path) -> str:
     if path.suffix == ".tflite":
-        from depthport.check.tflite_graph import graph_summary
+        from depthport.core.tflite_graph import graph_summary
 
         return str(graph_summary(path)["op_count"])
     if path.suffix == ".onnx":

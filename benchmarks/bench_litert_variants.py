@@ -34,13 +34,13 @@ from depthport.check.stage import check_litert
 from depthport.export.litert import tflite_entry
 from depthport.export.litert_variants import int8_recipe, quantize
 from depthport.export.targets import ExportContext, load_all
-from depthport.report.provenance import machine, versions
+from depthport.core.provenance import machine, versions
 from depthport.preprocess import to_tensor
 from depthport.quiet import native_stderr_muted
 from depthport.reference import reference_model
 from depthport.runtimes import load_runner
-from depthport.verify.images import image_set
-from depthport.verify.metrics import image_metrics, pearson, summarize
+from depthport.core.images import image_set
+from depthport.core.metrics import image_metrics, pearson, summarize
 
 console = Console(width=180)
 TARGETS = ("litert-fp32", "litert-fp16", "litert-int8", "litert-int8-weight")
@@ -149,7 +149,7 @@ def main() -> int:
     console.print(f"machine: {machine()}")
     console.print(f"versions: {versions()}")
     console.print(f"latency: {args.rounds} interleaved rounds x {args.iters} calls after {args.warmup} warm-ups; "
-                  f"delta<1.25: depthport.verify.metrics")
+                  f"delta<1.25: depthport.core.metrics")
     if args.json:
         Path(args.json).write_text(json.dumps({"entries": entries, "parity": figures, "latency": records,
                                                "machine": machine(), "versions": versions()}, indent=2, default=str))

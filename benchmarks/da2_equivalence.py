@@ -15,14 +15,14 @@ from pathlib import Path
 import torch
 
 from depthport.build import build, resolve_weights
-from depthport.check.tflite_graph import graph_summary
+from depthport.core.tflite_graph import graph_summary
 from depthport.export.litert import export_tflite
 from depthport.preprocess import parse_size, to_tensor
 from depthport.quiet import native_stderr_muted
 from depthport.reference import reference_model
 from depthport.registry import get_spec
 from depthport.runtimes import load_runner
-from depthport.verify.metrics import rel_l2
+from depthport.core.metrics import rel_l2
 
 BANNED = ("GATHER_ND", "BROADCAST_TO", "TRANSPOSE_CONV", "SELECT_V2", "CAST", "RESIZE_BILINEAR")
 

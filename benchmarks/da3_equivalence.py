@@ -26,7 +26,7 @@ from depthport.preprocess import da3_resize, letterbox_box, parse_size, to_tenso
 from depthport.quiet import native_stderr_muted
 from depthport.reference import reference_model
 from depthport.registry import get_spec
-from depthport.verify.metrics import max_abs, pearson, rel_l2
+from depthport.core.metrics import max_abs, pearson, rel_l2
 
 
 def portrait_images(hw: tuple[int, int], n: int) -> list[tuple[str, Image.Image]]:

@@ -80,8 +80,8 @@ def sh(cmd: list[str], timeout: float = 30) -> str:
 
 
 def environment() -> dict:
-    from depthport.bench.machine import machine_info
-    from depthport.report.provenance import versions
+    from depthport.core.machine import machine_info
+    from depthport.core.provenance import versions
 
     icds = [str(p) for d in ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d") for p in sorted(Path(d).glob("*.json"))]
     gpu = sh(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]) \
@@ -181,7 +181,7 @@ def gpu_child(path: str, precision: str, out_json: str, runs: int) -> None:
 def gpu_runs(run: Run, files: dict, cfg: dict) -> list[dict]:
     from depthport.quiet import native_stderr_muted
     from depthport.runtimes import load_runner
-    from depthport.verify.metrics import rel_l2
+    from depthport.core.metrics import rel_l2
 
     rows, cpu = [], {}
     with native_stderr_muted():

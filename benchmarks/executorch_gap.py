@@ -120,12 +120,12 @@ def main() -> int:
     torch.set_num_threads(args.threads)
 
     from depthport.bench import Entry
-    from depthport.bench.machine import describe, machine_info
+    from depthport.core.machine import describe, machine_info
     from depthport.preprocess import to_tensor
     from depthport.quiet import native_stderr_muted
-    from depthport.report.provenance import versions
+    from depthport.core.provenance import versions
     from depthport.runtimes import load_runner
-    from depthport.verify.images import builtin_image
+    from depthport.core.images import builtin_image
 
     hw, spec, weights, work = run_setup(args)
     files = build_files(args, spec, weights, hw, work)

@@ -33,7 +33,7 @@ from common import add_run_args, run_setup, time_rounds, timed
 
 console = Console(width=180)
 REL_L2_GATE, DELTA_GATE, SHARE_GATE = 0.015, 0.99, 0.90
-# Images for calibration, none of them an evaluation image (depthport.verify.images.BUILTIN); all ship in the
+# Images for calibration, none of them an evaluation image (depthport.core.images.BUILTIN); all ship in the
 # scikit-image wheel. The right view of the stereo pair is a different photograph from the left one we evaluate on.
 CALIBRATION = ("motorcycle_right", "clock", "coins", "brick", "grass", "gravel", "page", "moon")
 MATMULS = ("FULLY_CONNECTED", "BATCH_MATMUL", "CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV")
@@ -156,7 +156,7 @@ class QuantizedIORunner:
 def int8_ops(path: Path) -> dict[str, str]:
     """op type -> "int8 n/m" for the matrix-product op types of the file (an op counts as INT8 when its first
     input is an integer tensor: static, or a dynamic-range op reading a quantized weight)."""
-    from depthport.check.tflite_graph import read_graph
+    from depthport.core.tflite_graph import read_graph
 
     total, integer = Counter(), Counter()
     for op in read_graph(path).ops:
@@ -171,8 +171,8 @@ def int8_ops(path: Path) -> dict[str, str]:
 def accuracy(files: dict[str, Path], reference, hw, threads: int) -> dict[str, dict]:
     from depthport.preprocess import to_tensor
     from depthport.quiet import native_stderr_muted
-    from depthport.verify.images import builtin_set
-    from depthport.verify.metrics import image_metrics, summarize
+    from depthport.core.images import builtin_set
+    from depthport.core.metrics import image_metrics, summarize
 
     images = builtin_set()
     xs = [to_tensor(image, hw) for _, image in images]
@@ -191,7 +191,7 @@ def latency(files: dict[str, Path], hw, args) -> tuple[list[dict], dict]:
     from depthport.bench.probe import FULL, probe_entries, summarize as probe_summary
     from depthport.preprocess import to_tensor
     from depthport.quiet import native_stderr_muted
-    from depthport.verify.images import builtin_image
+    from depthport.core.images import builtin_image
 
     x = to_tensor(builtin_image("chelsea"), hw)
     with native_stderr_muted():
@@ -236,9 +236,9 @@ def main() -> int:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
 
-    from depthport.bench.machine import describe, machine_info
+    from depthport.core.machine import describe, machine_info
     from depthport.reference import reference_model
-    from depthport.report.provenance import versions
+    from depthport.core.provenance import versions
 
     hw, spec, weights, work = run_setup(args)
     fp32 = fp32_file(args, spec, weights, hw, work)

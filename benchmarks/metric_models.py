@@ -29,15 +29,15 @@ from rich.console import Console
 
 from common import run_setup, timed
 from depthport.build import build
-from depthport.check.tflite_graph import graph_summary
+from depthport.core.tflite_graph import graph_summary
 from depthport.check.verdict import check_tflite
 from depthport.export.litert import export_tflite
 from depthport.preprocess import parse_size, to_tensor
 from depthport.quiet import native_stderr_muted
 from depthport.reference import reference_model
 from depthport.runtimes import load_runner
-from depthport.verify.images import builtin_set
-from depthport.verify.metrics import pooled_rel_l2
+from depthport.core.images import builtin_set
+from depthport.core.metrics import pooled_rel_l2
 
 
 def inputs(hw: tuple[int, int], n_images: int, noise: bool) -> list[tuple[str, np.ndarray]]:

@@ -26,8 +26,8 @@ from depthport.quiet import native_stderr_muted
 from depthport.reference import TransformersReference
 from depthport.registry import get_spec
 from depthport.runtimes import load_runner
-from depthport.verify.images import builtin_set
-from depthport.verify.metrics import pooled_rel_l2
+from depthport.core.images import builtin_set
+from depthport.core.metrics import pooled_rel_l2
 from depthport.weights.formats import OFFICIAL
 
 

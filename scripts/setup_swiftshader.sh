@@ -6,7 +6,7 @@
 #
 # Usage: scripts/setup_swiftshader.sh [CACHE_DIR]
 #   CACHE_DIR defaults to $DEPTHPORT_SWIFTSHADER_DIR or ${XDG_CACHE_HOME:-~/.cache}/depthport/swiftshader,
-#   where depthport.check.swiftshader looks for it.
+#   where depthport.runtimes.swiftshader looks for it.
 set -euo pipefail
 
 dest="${1:-${DEPTHPORT_SWIFTSHADER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/depthport/swiftshader}}"

@@ -37,7 +37,7 @@ def skip_or_fail(reason: str):
 
 def vulkan_or_skip():
     """The Vulkan setup for the LiteRT GPU accelerator (SwiftShader here), or skip the calling test (fail in CI)."""
-    from depthport.check.swiftshader import VulkanUnavailable, find_vulkan
+    from depthport.runtimes.swiftshader import VulkanUnavailable, find_vulkan
 
     try:
         return find_vulkan()

@@ -112,7 +112,7 @@ def test_vulkan_without_driver_gives_reason(graphs, clean_runtime, monkeypatch, 
 
 def hide_swiftshader(monkeypatch, folder):
     """No SwiftShader anywhere depthport looks (an empty cache folder, no system Chromium)."""
-    import depthport.check.swiftshader as swiftshader
+    import depthport.runtimes.swiftshader as swiftshader
 
     monkeypatch.delenv("VK_ICD_FILENAMES", raising=False)
     monkeypatch.delenv("VK_DRIVER_FILES", raising=False)
@@ -133,7 +133,7 @@ def test_missing_swiftshader_is_not_measured_never_clean(graphs, monkeypatch, tm
 def test_check_cli_exit_status_says_could_not_check(graphs, tmp_path):
     """0 clean, 1 not clean, 2 could not check: a missing device is never a pass."""
     env = {**os.environ, "DEPTHPORT_SWIFTSHADER_DIR": str(tmp_path), "VK_ICD_FILENAMES": "", "VK_DRIVER_FILES": ""}
-    cmd = [sys.executable, "-c", "import sys, depthport.check.swiftshader as s, pathlib; "
+    cmd = [sys.executable, "-c", "import sys, depthport.runtimes.swiftshader as s, pathlib; "
            f"s.SYSTEM_CHROMIUM = pathlib.Path({str(tmp_path / 'none')!r}); "
            "from depthport.cli import main; sys.exit(main(['check', *sys.argv[1:]]))"]
     clean = subprocess.run(cmd + [str(graphs("conv")), "--json"], capture_output=True, text=True, env=env, timeout=120)

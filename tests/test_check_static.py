@@ -13,11 +13,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from depthport.check import RULES, TfliteReadError, check_static, check_tflite, graph_summary, read_graph
+from depthport.check import RULES, check_static, check_tflite
+from depthport.core.tflite_graph import TfliteReadError, graph_summary, read_graph
 from depthport.cli.check import add_parser, run
 from depthport.check.rules import PIXEL_8A
 from depthport.check.static import Violation
-from depthport.check.tflite_graph import Graph, OpInfo, TensorInfo
+from depthport.core.tflite_graph import Graph, OpInfo, TensorInfo
 
 IMAGE = (1, 3, 8, 8)
 TOKENS = (1, 5, 8)

@@ -171,7 +171,7 @@ def tflite(weights, tmp_path_factory):
 
 
 def test_export_is_gpu_clean_rank4_without_lookups(tflite):
-    from depthport.check.tflite_graph import graph_summary
+    from depthport.core.tflite_graph import graph_summary
     from depthport.check.verdict import check_tflite
 
     _, path = tflite

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from depthport.cli import main
-from depthport.report.schema import NOT_MEASURED, Verdict, file_status, read_report, ReportError
+from depthport.core.schema import NOT_MEASURED, Verdict, file_status, read_report, ReportError
 
 from helpers import import_or_skip
 
@@ -110,7 +110,7 @@ def test_skipped_verification_is_unverified_everywhere(tmp_path, capsys):
 
 
 def test_gpu_run_without_a_device_is_a_failure_not_a_pass(tmp_path, capsys, monkeypatch):
-    import depthport.check.swiftshader as swiftshader
+    import depthport.runtimes.swiftshader as swiftshader
 
     monkeypatch.delenv("VK_ICD_FILENAMES", raising=False)
     monkeypatch.delenv("VK_DRIVER_FILES", raising=False)
@@ -249,8 +249,13 @@ def test_reexport_replaces_only_what_depthport_wrote(tmp_path):
     assert not [p for p in tmp_path.iterdir() if ".depthport-staging-" in p.name]
 
 
-CHILD = ("import sys\nsys.path.insert(0, 'tests')\nimport conversion_memo\nconversion_memo.install_from_env()\n"
-         "from depthport.cli import main\nsys.exit(main(sys.argv[1:]))")
+# The export child, held for a minute after its files are staged (before the check stage): a signal then always
+# lands mid-export, however fast or loaded the machine is.
+HELD_CHILD = ("import sys, dataclasses, time\nsys.path.insert(0, 'tests')\nimport conversion_memo\n"
+              "conversion_memo.install_from_env()\nimport depthport.pipeline as p\n"
+              "hold = lambda run: (lambda ctx, report: (time.sleep(60), run(ctx, report))[1])\n"
+              "p.STAGES = tuple(dataclasses.replace(s, run=hold(s.run)) if s.name == 'check' else s for s in p.STAGES)\n"
+              "from depthport.cli import main\nsys.exit(main(sys.argv[1:]))")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
@@ -259,7 +264,7 @@ def test_killed_export_leaves_the_folder_as_it_was(tmp_path, sig, one_image):
     assert main([*TINY, "--out", str(out), "--skip", "ledger,verify,bench"]) == 0
     (out / "notes.txt").write_text("mine")
     before = _listing(out)
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, *TINY, "--targets", "litert-fp32,litert-fp16",
+    proc = subprocess.Popen([sys.executable, "-c", HELD_CHILD, *TINY, "--targets", "litert-fp32,litert-fp16",
                              "--out", str(out), "--images", str(one_image)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": "src"})
     deadline = time.time() + 120

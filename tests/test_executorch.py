@@ -11,7 +11,7 @@ from depthport.export.executorch import backend_form
 from depthport.export.targets import ExportContext, load_all
 from depthport.preprocess import InputError, to_tensor
 from depthport.runtimes import load_runner
-from depthport.verify.images import builtin_image
+from depthport.core.images import builtin_image
 
 HW = (56, 70)
 FP16_CASTS = {"dim_order_ops__to_dim_order_copy_default"}  # the fp32 -> fp16 input and fp16 -> fp32 output casts

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from depthport.check.tflite_graph import graph_summary, read_graph
+from depthport.core.tflite_graph import graph_summary, read_graph
 from depthport.runtimes import load_runner
 
 from helpers import TINY_HW, image_batch, rel_l2

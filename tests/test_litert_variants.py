@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from depthport.check.tflite_graph import read_graph
+from depthport.core.tflite_graph import read_graph
 from depthport.check.stage import check_litert
 from depthport.export.targets import ExportContext, load_all
 from depthport.runtimes import load_runner

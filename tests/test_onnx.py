@@ -10,7 +10,7 @@ from depthport.build import build
 from depthport.export.targets import ExportContext, load_all
 from depthport.preprocess import InputError, to_tensor
 from depthport.runtimes import load_runner
-from depthport.verify.images import builtin_image
+from depthport.core.images import builtin_image
 
 HW = (56, 70)
 

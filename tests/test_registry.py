@@ -214,7 +214,7 @@ BANNED_OPS = ("GATHER", "GATHER_ND", "EMBEDDING_LOOKUP", "BROADCAST_TO", "TRANSP
 
 @pytest.mark.parametrize("tiny_id", TINY_IDS)
 def test_tiny_export_is_gpu_clean_and_rank4(tiny_id, tiny_export):
-    from depthport.check.tflite_graph import graph_summary
+    from depthport.core.tflite_graph import graph_summary
     from depthport.check.verdict import check_tflite
 
     path = tiny_export(tiny_id).path
@@ -255,7 +255,7 @@ def _report(spec: ModelSpec, made: TinyExport, folder):
 
     from depthport.export.context import ExportContext, StageOptions, artifact_entry
     from depthport.pipeline import STAGES, ExportOptions, new_report
-    from depthport.report.schema import dumps
+    from depthport.core.schema import dumps
 
     stem = spec.id.replace("-", "_")
     path = folder / f"{stem}_fp32.tflite"
@@ -276,7 +276,7 @@ def _report(spec: ModelSpec, made: TinyExport, folder):
 
 @pytest.mark.parametrize("tiny_id", TINY_IDS)
 def test_output_meaning_reaches_report_and_card(tiny_id, tiny_report):
-    from depthport.report.schema import read_report
+    from depthport.core.schema import read_report
 
     spec = MODELS[tiny_id]
     folder, _ = tiny_report(tiny_id)

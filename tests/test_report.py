@@ -24,7 +24,7 @@ def exported(tiny_built, tiny_tflite, tmp_path_factory):
     from depthport.export.targets import ExportContext
     from depthport.report import step as report_step
     from depthport.verify import step as verify_step
-    from depthport.verify.images import builtin_image
+    from depthport.core.images import builtin_image
 
     built, path = tiny_built, tiny_tflite
     out = tmp_path_factory.mktemp("export")
@@ -136,7 +136,7 @@ def test_latency_table_says_not_measured_when_the_figures_are_missing():
 def test_exported_latency_row_carries_the_bench_figures(exported):
     from markupsafe import escape
 
-    from depthport.bench.machine import describe
+    from depthport.core.machine import describe
 
     _, report, page = exported
     lat = report["artifacts"][0]["latency_ms"]

@@ -12,7 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from depthport.bench import machine, macs, probe, roofline
+from depthport.bench import macs, probe, roofline
+from depthport.core import machine
 from depthport.bench.profile import mac_op_type, mac_rates, profile_tflite, summarize_events
 from depthport.bench.profile_runtimes import profile_file
 from depthport.bench.timing import time_interleaved

@@ -12,8 +12,9 @@ from PIL import Image
 from depthport.cli import main
 from depthport.export.targets import ExportContext
 from depthport.preprocess import InputError
-from depthport.verify import accuracy, gates, metrics
-from depthport.verify.images import BUILTIN, builtin_set, folder_set
+from depthport.verify import accuracy, gates
+from depthport.core import metrics
+from depthport.core.images import BUILTIN, builtin_set, folder_set
 from helpers import TINY_HW as HW
 
 
@@ -160,7 +161,7 @@ def test_tiny_tflite_matches_the_transformers_reference(tiny, images):
 
 def test_gate_thresholds_parse_and_evaluate():
     g = gates.thresholds(["fp16.pearson=0.9995", "int8.rel_l2=0.05"])
-    assert g["fp16"] == {"pearson_worst": 0.9995}
+    assert g["fp16"] == {**gates.DEFAULTS["fp16"], "pearson_worst": 0.9995}
     assert g["int8"] == {"delta125_worst": 0.99, "rel_l2_pooled": 0.05}
     assert g["fp32"] == gates.DEFAULTS["fp32"]
     parity = {"pearson_worst": 0.9990, "rel_l2_pooled": 2e-4, "delta125_worst": 0.995}
@@ -168,6 +169,15 @@ def test_gate_thresholds_parse_and_evaluate():
     assert verdict["passed"] is False and len(verdict["reasons"]) == 2
     assert gates.evaluate(parity, "int8", g)["passed"] is True
     assert gates.evaluate(None, "fp32", g)["passed"] is None
+
+
+def test_fp16_is_gated_on_delta_and_rel_l2_like_int8():
+    """The FP16 file of the SPR measurement (worst delta 0.967, rel. L2 1.2e-2, Pearson 0.99967) does not ship."""
+    g = gates.thresholds()
+    measured = {"pearson_worst": 0.99967, "rel_l2_pooled": 1.2e-2, "delta125_worst": 0.967}
+    verdict = gates.evaluate(measured, "fp16", g)
+    assert verdict["state"] == "fail" and len(verdict["reasons"]) == 2
+    assert gates.evaluate({**measured, "rel_l2_pooled": 2e-3, "delta125_worst": 0.999}, "fp16", g)["state"] == "pass"
     for bad in ("fp32.pearson", "pearson=1", "fp32.nope=1", "fp32.pearson=x"):
         with pytest.raises(InputError):
             gates.thresholds([bad])

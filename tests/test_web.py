@@ -38,7 +38,7 @@ def browser_or_skip():
 @pytest.fixture(scope="session")
 def one_image(tmp_path_factory):
     """One verification image (the browser runs are dominated by shader compilation, not by images)."""
-    from depthport.verify.images import builtin_image
+    from depthport.core.images import builtin_image
 
     folder = tmp_path_factory.mktemp("web-images")
     builtin_image("chelsea").save(folder / "chelsea.png")
@@ -199,7 +199,7 @@ def test_a_backend_not_asked_for_is_not_measured(litert_verified):
     pass; the file is then unverified, and `--backends` takes only known names."""
     from depthport.cli.verify_web import parse_backends
     from depthport.errors import InputError
-    from depthport.report.schema import UNVERIFIED, Verdict, file_status, set_check, skipped_only
+    from depthport.core.schema import UNVERIFIED, Verdict, file_status, set_check, skipped_only
     from depthport.verify.browser import WebJob, not_run_reason
 
     job = WebJob(litert_verified[0], None, None, None, backends=parse_backends("wasm"))

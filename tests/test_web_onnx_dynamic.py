@@ -15,7 +15,7 @@ SHAPES = [(56, 70), (56, 56), (42, 84)]
 def dynamic_export(tmp_path_factory, tiny_weights):
     from depthport.export.context import StageOptions
     from depthport.pipeline import ExportOptions, run_export
-    from depthport.verify.images import builtin_image
+    from depthport.core.images import builtin_image
 
     images = tmp_path_factory.mktemp("dyn-images")
     builtin_image("coffee").save(images / "coffee.png")

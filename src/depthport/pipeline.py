@@ -20,8 +20,8 @@ from .outdir import require_folder, staged, written
 from .registry import ModelSpec, get_spec
 from .report import card_step as card_stage
 from .report import step as report_stage
-from .report.provenance import machine, versions
-from .report.schema import dumps
+from .core.provenance import machine, versions
+from .core.schema import dumps
 from .rewrites import default_rewrites
 from .verify import step as verify_stage
 

@@ -69,7 +69,7 @@ def _tflite_precision(op) -> str:
 
 
 def count_tflite(path: str | Path) -> dict:
-    from ..check.tflite_graph import read_graph
+    from ..core.tflite_graph import read_graph
 
     graph = read_graph(path)
     by_op: dict[str, int] = defaultdict(int)

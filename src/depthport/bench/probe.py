@@ -82,7 +82,7 @@ def input_hw(spec: ProbeSpec) -> tuple[int, int]:
 
 
 def cache_dir(spec: ProbeSpec) -> Path:
-    from ..report.provenance import versions
+    from ..core.provenance import versions
 
     v = versions()
     tag = "-".join(v.get(k, "na") for k in ("depthport", "torch", "litert-torch", "ai-edge-quantizer"))
@@ -151,7 +151,7 @@ class ChainRunner:
     def __init__(self, path: Path, threads: int):
         from ai_edge_litert.compiled_model import CompiledModel
 
-        from ..check.tflite_graph import read_graph
+        from ..core.tflite_graph import read_graph
         from ..runtimes.litert_options import compiled_options
 
         graph = read_graph(path)

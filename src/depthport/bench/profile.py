@@ -144,7 +144,7 @@ def print_profile(prof: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from .machine import describe
+    from ..core.machine import describe
     from .roofline import fmt
 
     console = Console(width=None if sys.stdout.isatty() else 160)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..errors import InputError, error_text
 from ..runtimes import load_runner
 from . import roofline
-from .machine import describe, machine_info
+from ..core.machine import describe, machine_info
 from .probe import SMALL, probe_entries, summarize
 from .timing import METHOD, Entry, sample_input, time_interleaved
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+from typing import Callable
 
 import torch
 
+from ..core.machine import fp16_arithmetic
 from ..fp16.safe import fp16_safe_norm
 from ..fp16.simulate import simulate_fp16
-from ..report.schema import SKIPPED, Verdict
+from ..core.schema import SKIPPED, Verdict
 
 SUMMARY_KEYS = ("rel_l2", "pearson", "overflow_layers", "first_bad_layer", "needs_enforce_f32")
 # Metric outputs: FP16 compute is also wrong when the worst image's mean error exceeds this, in the output's
@@ -43,6 +45,17 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
         else:
             after = simulate_fp16(fixed, x, accumulate=accumulate).as_entry()
             entry["with_fp16_safe_norm"] = {k: after[k] for k in SUMMARY_KEYS}
+    return entry
+
+
+def fp16_arithmetic_entry(predict: Callable[[], dict | None], machine: dict | None = None) -> dict:
+    """What verifies an fp16 .pte for devices that compute in FP16: the measured parity where this CPU computes
+    in FP16 arithmetic (``core.machine.fp16_arithmetic``), else ``predict()``, the prediction of XNNPACK's f16
+    kernels (``accumulate="xnnpack"``; None when switched off)."""
+    found = fp16_arithmetic(machine)
+    entry = {**found, "evidence": "measured" if found["arithmetic"] else "predicted"}
+    if not found["arithmetic"]:
+        entry["prediction"] = predict()
     return entry
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import depthport
-from depthport.check.swiftshader import VulkanUnavailable, find_vulkan
+from depthport.runtimes.swiftshader import VulkanUnavailable, find_vulkan
 
 REJECTED_HEADER = "Following operations are not supported by GPU delegate:"
 REJECTED_LINE = re.compile(r"^([A-Z][A-Z0-9_]*): (.+)$")

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from depthport.runtimes.litert_options import compiled_options
-from depthport.verify.metrics import pearson, rel_l2
+from depthport.core.metrics import pearson, rel_l2
 
 SIGNATURE = 0
 

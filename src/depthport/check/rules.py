@@ -19,7 +19,7 @@ import dataclasses
 import math
 from typing import Callable, Literal
 
-from depthport.check.tflite_graph import Graph, OpInfo, TensorInfo
+from depthport.core.tflite_graph import Graph, OpInfo, TensorInfo
 
 Severity = Literal["error", "warning"]
 

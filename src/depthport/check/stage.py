@@ -8,16 +8,17 @@ from pathlib import Path
 
 from ..atomic import write_bytes
 from ..export.context import ExportContext
-from ..export.delegation import delegation_verdict
 from ..export.litert import export_tflite
 from ..export.litert_variants import VARIANTS, Variant, small_hw
 from ..export.targets import GPU_TARGETS
-from ..report.schema import Verdict, set_check
-from .fp16_compute import fp16_verdict, predict_fp16
+from ..core.schema import Verdict, set_check
+from .delegation import delegation_verdict
+from .fp16_compute import fp16_arithmetic_entry, fp16_verdict, predict_fp16
 from .gpu_runtime import empty_runtime
 from .verdict import NOT_REQUESTED, check_tflite, gpu_decision, runtime_verdict
 
 BACKENDS = {"xnnpack": "XNNPACK", "coreml": "Core ML"}
+FP16_PTE_TARGET = "xnnpack-fp16"
 
 
 def apply(ctx: ExportContext, report: dict) -> None:
@@ -26,6 +27,8 @@ def apply(ctx: ExportContext, report: dict) -> None:
         ctx.detail(f"GPU check {i}/{len(tflites)}: {art['file']}")
         check_litert(ctx, art, ctx.out_dir / art["file"])
     for art in report["artifacts"]:
+        if art["target"] == FP16_PTE_TARGET:
+            art["fp16_arithmetic"] = fp16_arithmetic_entry(lambda: fp16_prediction(ctx, "xnnpack"))
         if art.get("delegation"):
             verdict = delegation_verdict(art["delegation"], BACKENDS.get(art.get("backend"), art.get("backend")))
             set_check(art, "delegation", verdict, required=True)
@@ -78,16 +81,17 @@ def gpu_runtime(ctx: ExportContext, path: Path, variant: Variant | None) -> dict
     return check_tflite(path, run_gpu=True, numeric_file=numeric, rel_l2_tol=tol)["runtime"]
 
 
-def fp16_prediction(ctx: ExportContext) -> dict | None:
-    """The FP16-compute prediction of this export's model over the verification images (computed once)."""
+def fp16_prediction(ctx: ExportContext, accumulate: str | None = None) -> dict | None:
+    """The FP16-compute prediction of this export's model over the verification images, computed once per
+    accumulation mode (default: the GPU's, ``fp16_accumulate``)."""
     if not ctx.options.fp16_sim:
         return None
-    if ctx.fp16_prediction is None:
-        from ..verify.images import image_set
+    mode = accumulate or ctx.options.fp16_accumulate
+    if mode not in ctx.fp16_predictions:
+        from ..core.images import image_set
 
-        ctx.fp16_prediction = predict_fp16(ctx.built.model, ctx.built.input_hw,
-                                           normalize="fold_input_normalization" not in ctx.built.rewrites,
-                                           accumulate=ctx.options.fp16_accumulate,
-                                           images=image_set(ctx.options.images)[1],
-                                           unit=ctx.built.spec.units()["label"] or "")
-    return ctx.fp16_prediction
+        ctx.detail(f"FP16-compute prediction ({mode} accumulation)")
+        ctx.fp16_predictions[mode] = predict_fp16(
+            ctx.built.model, ctx.built.input_hw, normalize="fold_input_normalization" not in ctx.built.rewrites,
+            accumulate=mode, images=image_set(ctx.options.images)[1], unit=ctx.built.spec.units()["label"] or "")
+    return ctx.fp16_predictions[mode]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Iterable
 
 from depthport.check.rules import RULES, Rule
-from depthport.check.tflite_graph import Graph, read_graph
+from depthport.core.tflite_graph import Graph, read_graph
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""cli: the `depthport` command line, one module per command (models, export, predict, check, verify, bench,
-card, serve). May import every stage; nothing in the package imports cli."""
+"""cli: the `depthport` command line, one module per command (models, export, predict, check, verify, bench, card,
+serve). Layer 7, the top: may import every stage; nothing imports cli."""
 
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def known_errors() -> tuple[type[BaseException], ...]:
     """Errors shown as one line with exit status 2: bad input, or a check that could not be made."""
-    from ..check.tflite_graph import TfliteReadError
+    from ..core.tflite_graph import TfliteReadError
     from ..errors import InputError
-    from ..report.schema import ReportError
+    from ..core.schema import ReportError
     from ..weights import WeightsError
 
     # OS errors on paths the user gave: an output under a file, a folder given as a file, a folder not writable

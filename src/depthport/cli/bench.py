@@ -85,8 +85,8 @@ def run(args) -> int:
 
     from ..quiet import native_stderr_muted
     from ..bench import roofline
-    from ..bench.machine import describe, machine_info
-    from ..report.provenance import versions
+    from ..core.machine import describe, machine_info
+    from ..core.provenance import versions
     from ..bench.probe import probe_entries, summarize
     from ..bench.timing import MEMORY_METHOD, METHOD, peak_memory, time_interleaved
 
@@ -146,7 +146,7 @@ def print_table(result: dict) -> None:
     r0 = recs[0]
     where = (f"GPU ({result['gpu_precision']} compute)" if result.get("accelerator") == "gpu"
              else f"{result['threads']} threads")
-    from ..bench.machine import describe
+    from ..core.machine import describe
     from ..bench.roofline import fmt, probe_lines
 
     table = Table(title=f"latency, {where}, {r0['rounds']} rounds x {r0['iters']} calls "
@@ -184,7 +184,7 @@ def run_profile(args, probe: dict | None) -> dict:
     """``--profile FILE``: the runtime's op profile of FILE; prints it, returns it (under "profile" in --json)."""
     from rich.console import Console
 
-    from ..bench.machine import machine_info
+    from ..core.machine import machine_info
     from ..bench.macs import count_macs
     from ..bench.profile import mac_rates, print_profile
     from ..bench.profile_runtimes import profile_file

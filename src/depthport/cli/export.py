@@ -76,9 +76,9 @@ def options_from(args):
     from ..outdir import require_folder
     from ..pipeline import ExportOptions, parse_targets
     from ..registry import get_spec
-    from ..report.provenance import command_line
+    from ..core.provenance import command_line
     from ..verify.gates import thresholds
-    from ..verify.images import image_set
+    from ..core.images import image_set
 
     spec = get_spec(args.model)
     skip = frozenset(s.strip() for s in args.skip.split(",") if s.strip())
@@ -141,7 +141,7 @@ def licence_notice(err, opts) -> None:
 def exit_status(report: dict) -> int:
     """0 when every requested target shipped (or is unverified only because a check was skipped on request);
     otherwise 1, with one line per target on stderr naming why."""
-    from ..report.schema import SHIPPED, UNVERIFIED, skipped_only
+    from ..core.schema import SHIPPED, UNVERIFIED, skipped_only
 
     bad = [a for a in report["artifacts"]
            if a["status"] != SHIPPED and not (a["status"] == UNVERIFIED and skipped_only(a))]
@@ -168,7 +168,7 @@ def summary(report: dict, out_dir: Path) -> None:
     """The final table: each file's status, its verdicts and, when it did not ship, why."""
     from rich.table import Table
 
-    from ..report.schema import verdict_of
+    from ..core.schema import verdict_of
 
     out = console()
     if report.get("random_weights"):

@@ -62,9 +62,10 @@ def run(args) -> int:
     from rich.console import Console
 
     from ..atomic import write_text
+    from ..check.fp16_compute import fp16_arithmetic_entry, predict_fp16
     from ..build import build
-    from ..report.provenance import command_line, machine, versions
-    from ..report.schema import PASS, Verdict, dumps, set_check
+    from ..core.provenance import command_line, machine, versions
+    from ..core.schema import PASS, Verdict, dumps, set_check
     from ..preprocess import parse_size
     from ..quiet import native_stderr_muted
     from ..registry import get_spec
@@ -72,7 +73,7 @@ def run(args) -> int:
     from ..rewrites import default_rewrites
     from ..runtimes import load_runner
     from ..verify import gates
-    from ..verify.images import image_set
+    from ..core.images import image_set
     from ..verify.parity import check_shapes
     from ..verify.step import accuracy_block, figures_entry, make_references, summary_block, verify_file
 
@@ -119,14 +120,21 @@ def run(args) -> int:
         for path in paths:
             status.update(f"verifying {path.name}")
             known = artifact_info(sibling_report(path), path)
-            parity, acc, outputs = verify_file(path, refs, threads, normalized)
+            precision = args.precision or known.get("precision")
+            parity, acc, outputs = verify_file(path, refs, threads, normalized, precision=precision)
             art = {"file": str(path), "target": known.get("target", path.suffix.lstrip(".")),
-                   "precision": args.precision or known.get("precision"), "bytes": path.stat().st_size,
+                   "precision": precision, "bytes": path.stat().st_size,
                    "input_shape": [1, 3, *input_hw], "parity": parity, "accuracy": acc}
             if "gpu_check" in known:
                 art["gpu_check"] = known["gpu_check"]
-            art["gate"] = gates.evaluate(parity, art["precision"], thresholds, gates.unit_label(spec.units()))
+            unit = gates.unit_label(spec.units())
+            art["gate"] = gates.evaluate(parity, art["precision"], thresholds, unit)
             set_check(art, "parity", Verdict.from_dict(art["gate"]), required=True)
+            if path.suffix == ".pte" and precision == "fp16":
+                status.update(f"predicting XNNPACK's FP16 arithmetic for {path.name}")
+                art["fp16_arithmetic"] = fp16_arithmetic_entry(lambda: predict_fp16(
+                    built.model, input_hw, normalize=normalized, accumulate="xnnpack", images=images, unit=unit))
+                set_check(art, "fp16_arithmetic", gates.fp16_arithmetic_verdict(art, thresholds, unit), required=True)
             report["artifacts"].append(art)
             figures["variants"][path.name] = outputs[refs.names[0]]
         status.update("accuracy on the Middlebury motorcycle")
@@ -137,14 +145,15 @@ def run(args) -> int:
     write_text(out / "report.json", dumps(report))
     write_html(out / "report.html", report, figures)
     print_summary(report, out)
-    return 0 if all(a["gate"]["state"] == PASS for a in report["artifacts"]) else 1
+    return 0 if all(all(c["state"] == PASS for c in a["checks"].values() if c["required"])
+                    for a in report["artifacts"]) else 1
 
 
 def print_summary(report: dict, out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ..report.schema import Verdict
+    from ..core.schema import Verdict
 
     console = Console(width=None if sys.stdout.isatty() else 160)
     if report.get("random_weights"):
@@ -162,4 +171,8 @@ def print_summary(report: dict, out: Path) -> None:
                       f"{p['delta125_worst']:.5f}", *("-" if v is None else f"{v:.3e}" for v in extra),
                       f"{acc['abs_rel']:.4f}", verdict)
     console.print(table)
+    for a in report["artifacts"]:
+        check = a.get("checks", {}).get("fp16_arithmetic")
+        if check is not None:
+            console.print(f"{Path(a['file']).name} on FP16 arithmetic: {Verdict.from_dict(check).text()}")
     console.print(f"wrote {out / 'report.json'} and {out / 'report.html'}")

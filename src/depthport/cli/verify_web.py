@@ -24,7 +24,7 @@ def measure(args, folder: Path, config: dict):
     from ..build import build
     from ..registry import get_spec
     from ..verify.browser import WebJob, verify_folder
-    from ..verify.images import image_set
+    from ..core.images import image_set
     from ..verify.step import make_references
 
     backends = parse_backends(args.backends)
@@ -53,8 +53,8 @@ def run_web(args, paths: list[Path]) -> int:
     from ..atomic import write_bytes, write_text
     from ..quiet import native_stderr_muted
     from ..report.html import write_html
-    from ..report.provenance import command_line, machine, versions
-    from ..report.schema import SHIPPED, UNVERIFIED, Verdict, dumps, file_status, set_check, skipped_only
+    from ..core.provenance import command_line, machine, versions
+    from ..core.schema import SHIPPED, UNVERIFIED, Verdict, dumps, file_status, set_check, skipped_only
     from ..verify import browser, gates
     from ..verify.step import figures_entry, summary_block
     from ..web.folder import folder_bytes, read_config
@@ -99,7 +99,7 @@ def print_web(report: dict, out: Path) -> None:
     """One row per backend: where it ran, its figures, its time and verdict."""
     from rich.table import Table
 
-    from ..report.schema import verdict_of
+    from ..core.schema import verdict_of
     from .common import console
 
     con = console()

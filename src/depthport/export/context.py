@@ -22,7 +22,7 @@ class StageOptions:
     no_fp64: bool = False  # no float64 reference: FP32 files are then unverified
     run_gpu: bool = False  # the real LiteRT GPU accelerator (SwiftShader without a GPU) decides the GPU verdict
     fp16_sim: bool = True  # the FP16-compute prediction
-    fp16_accumulate: str = "fp16"  # matrix-product accumulation in that prediction: "fp16" or "fp32"
+    fp16_accumulate: str = "fp16"  # GPU FP16-compute prediction's accumulation: "fp16" or "fp32" (fp16_sim.ACCUMULATE)
     int8_keep_float: str | None = None  # regex of op scopes left float in INT8 files (default INT8_KEEP_FLOAT)
     probe: bool = True  # the GEMM probe of the bench stage (its % of peak)
     dynamic_shapes: tuple | None = None  # (H, W) shapes an onnx-dynamic file is verified at (default: 3, see onnx.py)
@@ -53,7 +53,7 @@ class ExportContext:
     files: dict[str, Path] = field(default_factory=dict)
     fp32_source: Path | None = None  # the FP32 .tflite the LiteRT variants are made from
     small_fp32: Path | None = None  # a small-shape FP32 re-export for the numerical GPU run
-    fp16_prediction: dict | None = None
+    fp16_predictions: dict[str, dict] = field(default_factory=dict)  # by accumulation mode, computed once each
     figures: dict | None = None  # what report.html draws (verify fills it)
     progress: object = None  # a depthport.cli.progress reporter, or None
     _scratch: Path | None = field(default=None, repr=False)

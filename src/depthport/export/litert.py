@@ -37,7 +37,7 @@ def export_tflite(model: nn.Module, input_hw: tuple[int, int], path: str | Path)
 
 def tflite_entry(ctx: ExportContext, path: Path, name: str, **extra) -> dict:
     """Report entry of a .tflite: size, shapes and op statistics (its GPU check is the check stage's)."""
-    from ..check.tflite_graph import graph_summary
+    from ..core.tflite_graph import graph_summary
 
     return artifact_entry(ctx, path, name, **graph_summary(path), **extra)
 

@@ -65,7 +65,7 @@ def summary(path: Path) -> dict:
     """Op statistics of the page's model file."""
     if path.suffix == ".onnx":
         return onnx.graph_summary(path)
-    from ..check.tflite_graph import graph_summary
+    from ..core.tflite_graph import graph_summary
 
     return graph_summary(path)
 

@@ -1,5 +1,5 @@
-"""fp16: what FP16 compute does to a model (simulate), the FP16-safe norm rewrite and FP16 weight storage.
-May import models; not export or later stages."""
+"""fp16: what FP16 compute does to a model (simulate), the FP16-safe norm rewrite and FP16 weight storage. Layer 4,
+below rewrites: may import core and models; not rewrites, build or any stage."""
 
 from .safe import Fp16SafeScaleNorm, fp16_safe_norm
 from .simulate import FP16_MAX, Fp16Prediction, simulate_fp16

@@ -20,6 +20,18 @@ Not simulated: other ops' internal accumulation (softmax, mean, gelu, resize com
 inputs and round once), the GPU's own op fusion and summation order, flushing of float16 subnormals, and the
 accuracy of its transcendental functions. The prediction is therefore optimistic about precision loss but
 exact about overflow of any op output.
+
+Three accumulation modes (``ACCUMULATE``), one per kind of FP16 device:
+- ``"fp16"``: a mobile GPU under its default precision (blocks of ``block`` products summed in float32, the
+  running sum in float16), as above;
+- ``"fp32"``: FP16 tensors with FP32 accumulation (LiteRT's ``FP16_WITH_FP32_ACCUM``, WebGPU FP16 storage);
+- ``"xnnpack"``: XNNPACK's f16 kernels, as an fp16 ``.pte`` runs on an ARMv8.2 CPU (NEON fp16) or an x86 CPU
+  with avx512_fp16. Their GEMM, IGEMM (convolution) and depthwise microkernels start the accumulator from the
+  bias and add one product at a time with an FP16 fused multiply-add (``vfmaq_f16`` / ``_mm512_fmadd_ph``):
+  one rounding to float16 per product, in order along the reduction. Softmax (``raddstoreexpminusmax``)
+  computes exp in FP16 and sums it in FP16 vector lanes (``lanes``, 32 for AVX-512 FP16) before one
+  horizontal sum; mean-type reductions accumulate in float32 (the ``f32acc`` rsum kernels) and round once.
+  This costs one tensor operation per product along the reduction: minutes per image at full size.
 """
 
 from __future__ import annotations
@@ -34,7 +46,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from ..verify.metrics import pearson, pooled_rel_l2
+from ..core.metrics import image_metrics, pearson, pooled_rel_l2, public, summarize
 
 FP16_MAX = 65504.0
 # Above this relative L2 error FP16 compute counts as wrong (same tolerance as the runtime check's FP16 runs).
@@ -50,6 +62,10 @@ _EXACT = frozenset({
 })
 _IN_PLACE_DUNDER = frozenset({"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__"})
 _MATMULS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm, torch.Tensor.bmm)
+_SOFTMAX = (F.softmax, torch.softmax, torch.Tensor.softmax)
+ACCUMULATE = ("fp16", "fp32", "xnnpack")
+# FP16 lanes of one vector register in XNNPACK's f16 softmax sum (AVX-512 FP16: 32; NEON: 8, in 4 accumulators).
+XNNPACK_LANES = 32
 
 
 def _round(t: torch.Tensor) -> torch.Tensor:
@@ -111,6 +127,79 @@ def _conv2d(block: int, x, w, b=None, stride=1, padding=0, dilation=1, groups=1)
     return out if b is None else _round(out + b[None, :, None, None])
 
 
+def _fma_chain(acc: torch.Tensor, pairs) -> torch.Tensor:
+    """acc + a * b for each (a, b) in order, in float16, one rounding per step (an FP16 fused multiply-add)."""
+    for a, b in pairs:
+        acc = torch.addcmul(acc, a, b)
+    return acc
+
+
+def _half(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.float16)
+
+
+def _linear_seq(x, w, b=None):
+    x16, w16 = _half(x).movedim(-1, 0).contiguous(), _half(w).t().contiguous()
+    shape = (*x.shape[:-1], w.shape[0])
+    acc = _half(b).expand(shape).clone() if b is not None else torch.zeros(shape, dtype=torch.float16)
+    return _fma_chain(acc, ((x16[k][..., None], w16[k]) for k in range(x16.shape[0]))).to(x.dtype)
+
+
+def _matmul_seq(a, b):
+    if a.dim() < 2 or b.dim() < 2:
+        return torch.matmul(a, b)
+    a16, b16 = _half(a).movedim(-1, 0).contiguous(), _half(b).movedim(-2, 0).contiguous()
+    shape = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+    acc = torch.zeros(shape, dtype=torch.float16)
+    return _fma_chain(acc, ((a16[k][..., None], b16[k][..., None, :]) for k in range(a16.shape[0]))).to(a.dtype)
+
+
+def _pair(v) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def _conv2d_seq(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """Convolution as XNNPACK's IGEMM (groups=1) or depthwise kernel: one FP16 FMA per tap and input channel."""
+    cout, cin_g, kh, kw = w.shape
+    if isinstance(padding, str) or groups not in (1, x.shape[1]) or (groups != 1 and cin_g != 1):
+        return F.conv2d(x, w, b, stride, padding, dilation, groups)
+    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+    xp = F.pad(_half(x), (pw, pw, ph, ph))
+    ho = (xp.shape[2] - dh * (kh - 1) - 1) // sh + 1
+    wo = (xp.shape[3] - dw * (kw - 1) - 1) // sw + 1
+    shape = (x.shape[0], cout, ho, wo)
+    acc = _half(b)[None, :, None, None].expand(shape).clone() if b is not None else torch.zeros(
+        shape, dtype=torch.float16)
+    w16 = _half(w)
+    taps = [xp[:, :, i * dh: i * dh + sh * (ho - 1) + 1: sh, j * dw: j * dw + sw * (wo - 1) + 1: sw]
+            for i in range(kh) for j in range(kw)]
+    ij = [(i, j) for i in range(kh) for j in range(kw)]
+    if groups == 1:
+        pairs = ((tap[:, c: c + 1], w16[:, c, i, j][None, :, None, None])
+                 for tap, (i, j) in zip(taps, ij) for c in range(cin_g))
+    else:
+        mult = cout // x.shape[1]
+        pairs = ((tap.repeat_interleave(mult, dim=1) if mult > 1 else tap, w16[:, 0, i, j][None, :, None, None])
+                 for tap, (i, j) in zip(taps, ij))
+    return _fma_chain(acc, pairs).to(x.dtype)
+
+
+def _softmax_lanes(x, dim=-1, *_, lanes: int = XNNPACK_LANES, **__):
+    """XNNPACK's f16 softmax: max, exp(x - max) in FP16, the sum in FP16 lanes, then one horizontal sum."""
+    x16 = _half(x).movedim(dim, -1)
+    e = torch.exp(x16 - x16.amax(dim=-1, keepdim=True))
+    n = e.shape[-1]
+    pad = (-n) % lanes
+    chunks = F.pad(e, (0, pad)).unflatten(-1, (-1, lanes))
+    acc = chunks[..., 0, :].clone()
+    for k in range(1, chunks.shape[-2]):
+        acc = acc + chunks[..., k, :]
+    while acc.shape[-1] > 1:
+        half = acc.shape[-1] // 2
+        acc = acc[..., :half] + acc[..., half:]
+    return (e * (1.0 / acc.float()).to(torch.float16)).movedim(-1, dim).to(x.dtype)
+
+
 def _layer_norm(x, shape, weight=None, bias=None, eps=1e-5):
     """layer_norm as the elementwise ops of its .tflite lowering (run under the mode: each op is rounded)."""
     dims = tuple(range(-len(shape), 0))
@@ -142,8 +231,8 @@ class Fp16Mode(TorchFunctionMode):
 
     def __init__(self, trace: _Trace, simulate: bool, accumulate: str = "fp16", block: int = 32):
         super().__init__()
-        if accumulate not in ("fp16", "fp32"):
-            raise ValueError(f"accumulate must be 'fp16' or 'fp32', not {accumulate!r}")
+        if accumulate not in ACCUMULATE:
+            raise ValueError(f"accumulate must be one of {', '.join(ACCUMULATE)}, not {accumulate!r}")
         self.trace, self.simulate, self.accumulate, self.block = trace, simulate, accumulate, block
         self.paused = False
 
@@ -179,6 +268,15 @@ class Fp16Mode(TorchFunctionMode):
         if func is F.layer_norm or func is torch.layer_norm:
             with self:
                 return _layer_norm(*args, **kwargs)
+        if self.accumulate == "xnnpack":
+            if func is F.linear:
+                return _linear_seq(*args, **kwargs)
+            if func is F.conv2d:
+                return _conv2d_seq(*args, **kwargs)
+            if func in _MATMULS:
+                return _matmul_seq(*args, **kwargs)
+            if func in _SOFTMAX:
+                return _softmax_lanes(*args, **kwargs)
         if self.accumulate == "fp16":
             if func is F.linear:
                 return _linear(self.block, *args, **kwargs)
@@ -230,6 +328,8 @@ class Fp16Prediction:
     accumulate: str
     block: int
     mean_abs_worst: float = float("nan")  # the worst input's mean |FP16 - FP32|, in the output's unit
+    figures: dict = field(default_factory=dict)  # parity figures vs FP32 (core.metrics.summarize), gate keys
+    per_image: list = field(default_factory=list)
 
     def as_entry(self) -> dict:
         return {
@@ -240,9 +340,18 @@ class Fp16Prediction:
             "overflow_ops": [vars(e) for e in self.events[:10]],
             "worst_layers": [{"layer": n, "rel_l2": e} for n, e in self.worst_layers],
             "inputs": self.inputs, "tolerance": self.tol, "mean_abs_worst": self.mean_abs_worst,
-            "method": (f"PyTorch on CPU, every op output rounded to float16, {self.accumulate} accumulation in "
-                       f"matrix products (blocks of {self.block}), vs the same model in float32"),
+            "accumulate": self.accumulate, "figures": self.figures, "per_image": self.per_image,
+            "method": method_text(self.accumulate, self.block),
         }
+
+
+def method_text(accumulate: str, block: int = 32) -> str:
+    what = {"fp16": f"fp16 accumulation in matrix products (blocks of {block} summed in float32), as a GPU "
+                    "under its default FP16 precision",
+            "fp32": "fp32 accumulation in matrix products (FP16 tensors, FP32 accumulation)",
+            "xnnpack": "XNNPACK's f16 kernels: one FP16 fused multiply-add per product in matrix products and "
+                       f"convolutions, softmax summed in {XNNPACK_LANES} FP16 lanes"}[accumulate]
+    return f"PyTorch on CPU, every op output rounded to float16, {what}; vs the same model in float32"
 
 
 def _named_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -312,9 +421,32 @@ def _reference_run(model: nn.Module, x: torch.Tensor, trace: _Trace, store_limit
             h.remove()
 
 
+def _in_scope(name: str, scopes) -> bool:
+    return any(name == s or name.startswith(s + ".") for s in scopes)
+
+
+def _keep_fp32(sim: nn.Module, mode: Fp16Mode, scopes) -> list:
+    """Hooks that pause the FP16 simulation inside the modules named by ``scopes`` (prefixes of module names)."""
+    handles, paused = [], []
+    for name, module in _named_modules(sim):
+        if not _in_scope(name, scopes) or _in_scope(name.rpartition(".")[0], scopes):
+            continue
+
+        def pre(_m, _a):
+            paused.append(mode.paused)
+            mode.paused = True
+
+        def post(_m, _a, _out):
+            mode.paused = paused.pop()
+
+        handles += [module.register_forward_pre_hook(pre), module.register_forward_hook(post)]
+    return handles
+
+
 def _simulated_run(sim: nn.Module, x: torch.Tensor, trace: _Trace, stored: dict, layer_err: dict[str, float],
-                   accumulate: str, block: int) -> torch.Tensor:
-    """FP16 run: the output; each stored module output's relative L2 error goes into ``layer_err`` (max over calls)."""
+                   accumulate: str, block: int, fp32_scopes=()) -> torch.Tensor:
+    """FP16 run: the output; each stored module output's relative L2 error goes into ``layer_err`` (max over calls).
+    Modules named in ``fp32_scopes`` compute in FP32 (their inputs stay as FP16 left them)."""
     last: list = [None, None]
 
     def compare(key, out):
@@ -326,7 +458,7 @@ def _simulated_run(sim: nn.Module, x: torch.Tensor, trace: _Trace, stored: dict,
         layer_err[key[0]] = max(layer_err.get(key[0], 0.0), err)
 
     mode = Fp16Mode(trace, simulate=True, accumulate=accumulate, block=block)
-    handles = _hook(sim, trace, mode, compare)
+    handles = _keep_fp32(sim, mode, fp32_scopes) + _hook(sim, trace, mode, compare)
     try:
         with mode:
             return sim(x)
@@ -337,13 +469,14 @@ def _simulated_run(sim: nn.Module, x: torch.Tensor, trace: _Trace, stored: dict,
 
 @torch.no_grad()
 def simulate_fp16(model: nn.Module, inputs, accumulate: str = "fp16", block: int = 32,
-                  tol: float = DEFAULT_TOL, store_limit: int = STORE_LIMIT) -> Fp16Prediction:
+                  tol: float = DEFAULT_TOL, store_limit: int = STORE_LIMIT, fp32_scopes=()) -> Fp16Prediction:
     """Run ``model`` on each input in FP32 and in simulated FP16 and compare (see the module docstring).
 
     ``inputs`` is one tensor or a list of tensors. ``needs_enforce_f32`` is True when any op overflowed, the
     output is not finite, or the pooled relative L2 error of the output exceeds ``tol``. ``first_bad_layer``
     is the module of the first overflow, else the first module (in order of completion) whose output is off
-    by more than ``tol``.
+    by more than ``tol``. Modules whose names start with one of ``fp32_scopes`` are computed in FP32 (what
+    keeping them out of FP16 would buy: ``fp16_ledger``).
     """
     inputs = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
     model = model.eval()
@@ -353,9 +486,10 @@ def simulate_fp16(model: nn.Module, inputs, accumulate: str = "fp16", block: int
     pairs = []
     for x in inputs:
         ref, stored = _reference_run(model, x, fp32_trace, store_limit)
-        out = _simulated_run(sim, x, sim_trace, stored, layer_err, accumulate, block)
+        out = _simulated_run(sim, x, sim_trace, stored, layer_err, accumulate, block, fp32_scopes)
         pairs.append((out.double().numpy(), ref.double().numpy()))
     rel = pooled_rel_l2(pairs)
+    per_image = [image_metrics(a, b) for a, b in pairs]
     overflow = list(dict.fromkeys(e.layer for e in sim_trace.events))
     layers = [n for n in layer_err if n != "model"]
     bad = [n for n in layers if layer_err[n] > tol]
@@ -368,4 +502,5 @@ def simulate_fp16(model: nn.Module, inputs, accumulate: str = "fp16", block: int
         max_abs_fp32=float(top[1]), max_abs_layer=top[0], events=sim_trace.events, worst_layers=worst,
         inputs=len(inputs), tol=tol, accumulate=accumulate, block=block,
         mean_abs_worst=max(float(abs(a - b).mean()) for a, b in pairs),
+        figures=summarize(per_image), per_image=[public(m) for m in per_image],
     )

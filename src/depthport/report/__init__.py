@@ -1,2 +1,2 @@
-"""report: report.json (schema, provenance, the three-state verdict), report.html and the model card (templates/).
-May import bench.machine and the results of every stage as data; nothing here imports pipeline or cli."""
+"""report: report.html and the model card (templates/) rendered from report.json. Layer 5, the last stage: may
+import core and the results of every stage as data; nothing here imports predict, pipeline or cli."""

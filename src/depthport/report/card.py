@@ -14,10 +14,10 @@ import jinja2
 import yaml
 
 from ..atomic import write_text
-from ..bench.machine import describe
+from ..core.machine import describe
 from . import web
 from .int8_advice import int8_view
-from .schema import NOT_SHIPPED, SHIPPED, UNVERIFIED, read_report, verdict_of
+from ..core.schema import NOT_SHIPPED, SHIPPED, UNVERIFIED, read_report, verdict_of
 from .snippets import snippets
 
 TEMPLATES = Path(__file__).parent / "templates"

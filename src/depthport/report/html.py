@@ -25,7 +25,7 @@ from ..atomic import write_bytes
 from ..visualize import colorize
 from .card import TEMPLATES, machine_view, roofline_view
 from . import web
-from .schema import FAIL, NOT_MEASURED, PASS, Verdict
+from ..core.schema import FAIL, NOT_MEASURED, PASS, Verdict
 
 MAX_SIDE, MIN_SIDE = 512, 192
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from ..spec import focal_formula
-from .schema import NOT_SHIPPED, PASS
+from ..core.schema import NOT_SHIPPED, PASS
 
 TEMPLATES = {"tflite": ("kotlin_litert.kt.j2", "python.py.j2"), "pte": ("swift_executorch.swift.j2", "python.py.j2"),
              "onnx": ("python.py.j2",)}

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from .schema import Verdict, verdict_of
+from ..core.schema import Verdict, verdict_of
 
 CHECKS = {"wasm": "parity", "webgpu-fp32": "webgpu_fp32", "webgpu-fp16": "webgpu_fp16"}
 TITLES = {"wasm": "WASM (CPU)", "webgpu-fp32": "WebGPU FP32", "webgpu-fp16": "WebGPU FP16"}

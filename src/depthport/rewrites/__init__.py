@@ -1,5 +1,5 @@
-"""rewrites: named, exact-or-declared transformations of a built model, and their measured effect (ledger).
-May import models and fp16.safe; not export or later stages."""
+"""rewrites: named, exact-or-declared transformations of a built model, and their measured effect (ledger). Layer 4,
+above fp16: may import core, models and fp16; not build or any stage."""
 
 from .steps import REWRITES, Rewrite, apply, default_rewrites
 

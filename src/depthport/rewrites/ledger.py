@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..verify.metrics import max_abs, rel_l2
+from ..core.metrics import max_abs, rel_l2
 from .steps import REWRITES
 
 

@@ -1,5 +1,5 @@
-"""runtimes: one runner per runtime, same interface: ``runner.run(x: (1,3,H,W) float32) -> depth``.
-May import check.tflite_graph (file validation) and errors; no stage imports flow back into runtimes."""
+"""runtimes: one runner per runtime, same interface: ``runner.run(x: (1,3,H,W) float32) -> depth``. Layer 2: may
+import core and errors only; every stage imports runtimes, never the reverse."""
 
 from .base import Runner, load_runner
 

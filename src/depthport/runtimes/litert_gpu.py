@@ -4,7 +4,7 @@ Under the GPU's default precision policy an FP32 file may be computed in FP16, w
 (see ``depthport.fp16``); FP32 input/output types alone do not prevent it. So the GPU precision is always
 explicit here and FP32 compute (``GpuOptions(enforce_f32=True)``) is the default; ``gpu_precision="fp16"``
 lets the accelerator choose FP16. The GPU accelerator loads the Vulkan driver named by the environment
-(``VK_ICD_FILENAMES``; ``depthport.check.swiftshader.find_vulkan().env()`` gives SwiftShader's on a machine
+(``VK_ICD_FILENAMES``; ``depthport.runtimes.swiftshader.find_vulkan().env()`` gives SwiftShader's on a machine
 without a GPU), which must be set before the first GPU model of the process is compiled.
 """
 
@@ -23,7 +23,7 @@ def use_swiftshader() -> str:
     import ctypes
     import os
 
-    from ..check.swiftshader import VulkanUnavailable, find_vulkan
+    from .swiftshader import VulkanUnavailable, find_vulkan
 
     try:
         setup = find_vulkan()

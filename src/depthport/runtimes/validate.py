@@ -68,7 +68,7 @@ class _BoundedBytes(bytes):
 def _check_tflite(path: Path, head: bytes, size: int) -> None:
     from ai_edge_litert import schema_py_generated as schema
 
-    from ..check.tflite_graph import TfliteReadError, read_graph
+    from ..core.tflite_graph import TfliteReadError, read_graph
 
     if len(head) < 8 or head[4:8] != b"TFL3":
         raise InputError(f"{path} is not a TFLite model (no TFL3 flatbuffer identifier at bytes 4..8)")

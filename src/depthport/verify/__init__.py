@@ -1,10 +1,10 @@
-"""verify: parity with the upstream PyTorch model (and float64), ground-truth accuracy, gates and file status;
-web folders in headless Chromium (``browser``), dynamic-shape files at several shapes (``shapes``).
-May import runtimes, reference, build, export, check (the browser verdicts), web, outdir and report.schema; not bench,
-report rendering, pipeline or cli."""
+"""verify: parity with the upstream PyTorch model (and float64), ground-truth accuracy, gates and file status; web
+folders in headless Chromium (``browser``), dynamic-shape files at several shapes (``shapes``). Layer 5, above
+check: may import core, runtimes, web, reference, build, export and check (the browser verdicts); not bench,
+report, pipeline or cli."""
 
 from .gates import DEFAULTS as GATE_DEFAULTS, apply_gates, evaluate as evaluate_gate, thresholds
-from .metrics import delta125, max_abs, pearson, pooled_rel_l2, rel_l2, summarize
+from ..core.metrics import delta125, max_abs, pearson, pooled_rel_l2, rel_l2, summarize
 
 __all__ = ["GATE_DEFAULTS", "apply_gates", "delta125", "evaluate_gate", "max_abs", "pearson", "pooled_rel_l2",
            "rel_l2", "summarize", "thresholds"]

@@ -21,12 +21,12 @@ import numpy as np
 
 from ..check import browser as judge
 from ..errors import InputError, error_text
-from ..report.schema import ERROR, Verdict, set_check
+from ..core.schema import ERROR, Verdict, set_check
 from ..runtimes.torch import TorchRunner
 from ..web import browser as chromium
 from ..web.folder import read_config
 from ..web.server import serving
-from . import metrics
+from ..core import metrics
 from .parity import References, parity_record
 
 SMALL_URL = "/_depthport/small-model"  # where the page finds the small re-export
@@ -215,7 +215,7 @@ def verify_folder(job: WebJob) -> WebResult:
 
 def not_run_reason(job: WebJob, name: str, adapter: str) -> tuple[str, str]:
     """(why, cause) for a backend with no run."""
-    from ..report.schema import SKIPPED, UNAVAILABLE
+    from ..core.schema import SKIPPED, UNAVAILABLE
 
     if name not in job.backends:
         return f"{name} not requested (backends: {', '.join(job.backends)})", SKIPPED

@@ -4,7 +4,9 @@ be checked, is moved out of the shipped set.
 Thresholds apply to the parity summary against the upstream reference. Lower bounds: pearson_*,
 delta125_*; upper bounds: rel_l2_pooled, max_abs, fp64_error_ratio (the file's error against the upstream
 model in float64 divided by upstream float32's own error against float64: FP32 files must be no worse than
-1.25x upstream PyTorch itself). Override with a dict ``{"fp16": {"pearson_worst": 0.9995}}`` or with strings
+1.25x upstream PyTorch itself). FP16 files are gated like INT8 ones, in the depth map's own terms: worst
+delta<1.25 (>= 0.99, as INT8) and pooled rel. L2 (<= 1e-2, the FP16-compute prediction's tolerance) besides
+Pearson; an fp16 .pte also on FP16 arithmetic, measured or predicted (``fp16_arithmetic_verdict``). Override with a dict ``{"fp16": {"pearson_worst": 0.9995}}`` or with strings
 ``"fp16.pearson=0.9995"`` (short names: pearson, rel_l2, delta125, max_abs, mean_abs, fp64_ratio).
 
 Metric models (output in metres, or in metres once scaled by the focal length) are also gated in the output's
@@ -20,11 +22,11 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..outdir import NOT_SHIPPED_DIR
-from ..report.schema import ERROR, NOT_SHIPPED, SKIPPED, Verdict, file_status, set_check
+from ..core.schema import ERROR, NOT_MEASURED, NOT_SHIPPED, SKIPPED, Verdict, file_status, set_check
 
 DEFAULTS: dict[str, dict[str, float]] = {
     "fp32": {"pearson_worst": 0.9999, "rel_l2_pooled": 1e-4, "fp64_error_ratio": 1.25},
-    "fp16": {"pearson_worst": 0.999},
+    "fp16": {"pearson_worst": 0.999, "delta125_worst": 0.99, "rel_l2_pooled": 1e-2},
     "int8": {"delta125_worst": 0.99},
 }
 # Metric models: worst-image mean absolute error in metres. 1 % of an 80 m range is 0.8 m, so the relative gates
@@ -125,6 +127,26 @@ def evaluate(parity: dict | None, precision: str | None, gates: dict[str, dict[s
     return Verdict.passed(figures, limits).to_dict()
 
 
+def fp16_arithmetic_verdict(art: dict, gates: dict[str, dict[str, float]], unit: str = "") -> Verdict:
+    """The FP16 gate for devices that compute in FP16 (an fp16 .pte on an ARMv8.2 phone): the measured parity
+    where the verifying CPU computes in FP16, else the prediction of XNNPACK's f16 kernels. A storage-only
+    measurement is never taken as this evidence."""
+    found = art["fp16_arithmetic"]
+    if found.get("arithmetic"):
+        verdict = Verdict.from_dict(art["gate"])
+        where = f"measured on FP16 arithmetic ({found.get('reason')})"
+    else:
+        prediction = found.get("prediction")
+        if prediction is None:
+            return Verdict.not_measured(f"{found.get('reason')}; the FP16 prediction is switched off (fp16_sim)",
+                                        SKIPPED)
+        verdict = Verdict.from_dict(evaluate(prediction.get("figures"), "fp16", gates, unit))
+        where = f"predicted (XNNPACK f16 kernels simulated), not measured: {found.get('reason')}"
+    if verdict.state == NOT_MEASURED:
+        return verdict
+    return Verdict(verdict.state, (*verdict.reasons, where), verdict.figures, verdict.thresholds)
+
+
 def unit_label(units: dict | None) -> str:
     """'m', 'm at focal 300 px' (canonical depth) or '' (no unit), from report.json ``output_units``."""
     return (units or {}).get("label") or ""
@@ -142,7 +164,15 @@ def apply_gates(report: dict, out_dir: Path, gates: dict[str, dict[str, float]],
     unit = unit_label(report.get("output_units"))
     for art in report["artifacts"]:
         art["gate"] = evaluate(art.get("parity"), art.get("precision"), gates, unit)
-        set_check(art, "parity", Verdict.from_dict(art["gate"]), required=True)
+        verdict = Verdict.from_dict(art["gate"])
+        compute = (art.get("parity") or {}).get("compute")
+        if compute and verdict.state != NOT_MEASURED:
+            verdict = Verdict(verdict.state, (*verdict.reasons, f"measured with {compute}"), verdict.figures,
+                              verdict.thresholds)
+            art["gate"] = verdict.to_dict()
+        set_check(art, "parity", verdict, required=True)
+        if "fp16_arithmetic" in art:
+            set_check(art, "fp16_arithmetic", fp16_arithmetic_verdict(art, gates, unit), required=True)
     settle(report, Path(out_dir), files)
 
 

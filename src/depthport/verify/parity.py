@@ -10,7 +10,7 @@ from PIL import Image
 from ..errors import InputError
 from ..preprocess import to_tensor
 from ..runtimes.torch import TorchRunner
-from . import metrics
+from ..core import metrics
 
 
 def check_shapes(runner, input_hw: tuple[int, int], name: str) -> None:

@@ -10,10 +10,11 @@ import torch
 
 from ..preprocess import InputError, to_tensor
 from ..runtimes import load_runner
-from ..report.schema import ERROR, SKIPPED, UNAVAILABLE
+from ..core.schema import ERROR, SKIPPED, UNAVAILABLE
 from . import accuracy, browser, gates, shapes
-from .images import image_set
-from .metrics import DELTA_DEFINITION
+from ..core.images import image_set
+from ..core.machine import fp16_arithmetic
+from ..core.metrics import DELTA_DEFINITION
 from ..errors import error_text
 from ..runtimes.torch import TorchRunner
 from .parity import References, check_shapes, depth_of, parity_record, run_file
@@ -65,13 +66,16 @@ def _space_units(refs: References, space: str | None) -> tuple[str, dict | None]
 
 
 def verify_file(path: Path, refs: References, threads: int, normalized: bool = True,
-                space: str | None = None) -> tuple[dict, dict, dict]:
+                space: str | None = None, precision: str | None = None) -> tuple[dict, dict, dict]:
     """(parity record, accuracy, {image: depth}) of one exported file."""
     runner = load_runner(path, threads=threads)
     check_shapes(runner, refs.input_hw, Path(path).name)
     outputs = run_file(runner, refs, Path(path).name, normalized)
     record = parity_record(outputs, refs, refs.label, "depthport eager model, same rewrites")
     record["runtime"] = runner.runtime
+    if precision == "fp16":
+        found = fp16_arithmetic()
+        record["compute"], record["compute_reason"] = found["mode"], found["reason"]
     if refs.reference64 is None:
         record["skipped"] = ["fp64_error_ratio"]
     return record, accuracy_of(runner, refs.input_hw, normalized, *_space_units(refs, space)), outputs
@@ -141,7 +145,7 @@ def apply(ctx, report: dict) -> None:
             continue
         try:
             art["parity"], art["accuracy"], outputs = verify_file(ctx.out_dir / art["file"], refs, threads,
-                                                                  normalized, space)
+                                                                  normalized, space, art.get("precision"))
         except (InputError, ModuleNotFoundError, RuntimeError, OSError, ValueError) as exc:
             art["parity"] = {"error": f"verification failed: {error_text(exc)}", "cause": ERROR}
             continue

@@ -16,6 +16,7 @@ X86_FEATURES = {
     "avx2": ("avx2",),
     "fma": ("fma",),
     "avx512f": ("avx512f",),
+    "avx512_fp16": ("avx512_fp16",),
     "avx512_vnni": ("avx512_vnni",),
     "avx_vnni": ("avx_vnni",),
     "amx": ("amx_tile",),
@@ -27,7 +28,7 @@ ARM_FEATURES = {
     "neon": ("asimd", "neon"),
     "dotprod": ("asimddp",),
     "i8mm": ("i8mm",),
-    "fp16_arith": ("asimdhp",),
+    "fp16_arith": ("asimdhp", "fphp"),
     "bf16": ("bf16",),
     "sve": ("sve",),
 }
@@ -99,3 +100,32 @@ def describe(info: dict) -> str:
     """One line: CPU model, cores, threads used, ISA features present."""
     threads = f", {info['threads']} threads" if info.get("threads") is not None else ""
     return f"{info['cpu']}, {info['cores']} cores{threads}; {isa_text(info.get('isa') or {})}"
+
+
+# The features with which XNNPACK's f16 kernels compute in FP16 arithmetic (not FP16 storage only).
+FP16_ARITHMETIC = {"x86": ("avx512_fp16",), "arm": ("fp16_arith",)}
+
+
+def fp16_arithmetic(info: dict | None = None) -> dict:
+    """Whether an fp16 .pte verified on this machine is computed in FP16 arithmetic by XNNPACK.
+
+    x86: XNNPACK runs its f16 GEMM, convolution and softmax kernels natively only with avx512_fp16 (Intel
+    Sapphire Rapids and later; amx_fp16 CPUs have it too); on AVX2-only or AVX-512 CPUs without it an fp16
+    file is converted and computed in FP32: FP16 storage only. ARM: the ARMv8.2-A FP16 extension ("asimdhp").
+    Returns ``{"arithmetic": bool | None, "mode": "fp16 arithmetic" | "fp16 storage only" | "unknown",
+    "reason"}``; ``arithmetic`` is None when the flags cannot be read.
+    """
+    info = info or machine_info()
+    isa = info.get("isa") or {}
+    if not isa:
+        return {"arithmetic": None, "mode": "unknown", "cpu": info.get("cpu"),
+                "reason": "the CPU's ISA flags cannot be read here"}
+    x86 = "avx2" in isa or "avx512f" in isa
+    needs = FP16_ARITHMETIC["x86" if x86 else "arm"]
+    found = [f for f in needs if isa.get(f)]
+    if found:
+        return {"arithmetic": True, "mode": "fp16 arithmetic", "cpu": info.get("cpu"),
+                "reason": f"{info.get('cpu')} has {', '.join(found)}: XNNPACK computes fp16 files in FP16"}
+    return {"arithmetic": False, "mode": "fp16 storage only", "cpu": info.get("cpu"),
+            "reason": f"{info.get('cpu')} has no {' / '.join(needs)}: XNNPACK stores FP16 but computes in FP32 "
+                      "here, so a measured fp16 parity says nothing about FP16 arithmetic"}

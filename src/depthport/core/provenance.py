@@ -26,7 +26,7 @@ def versions() -> dict[str, str]:
 
 def machine() -> dict:
     """CPU model, cores, architecture, the SIMD features that matter to XNNPACK, and the OS."""
-    from ..bench.machine import machine_info
+    from .machine import machine_info
 
     return machine_info()
 

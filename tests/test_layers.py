@@ -1,0 +1,131 @@
+"""The layer contract: depthport's packages import only downward, counting imports made inside functions.
+
+The order, lowest first (the README's Layout and each package docstring say the same). A unit is a package or
+a top-level module of ``src/depthport``; units in one layer do not import each other in a loop, and no unit
+imports one of a higher layer.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "depthport"
+LAYERS: list[tuple[str, ...]] = [
+    ("__init__", "errors", "atomic", "quiet", "preprocess", "outdir", "visualize", "core"),
+    ("spec", "models", "runtimes", "web"),
+    ("weights",),
+    ("reference",),
+    ("families",),
+    ("registry",),
+    ("fp16",),
+    ("rewrites",),
+    ("build",),
+    ("export",),
+    ("check",),
+    ("verify",),
+    ("bench",),
+    ("report",),
+    ("predict", "pipeline"),
+    ("cli",),
+]
+RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+
+
+def _unit(parts: list[str]) -> str:
+    """'depthport.verify.gates' -> 'verify'; 'depthport' -> '__init__'."""
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _is_unit(package: Path, name: str) -> bool:
+    return (package / f"{name}.py").exists() or (package / name / "__init__.py").exists()
+
+
+def import_edges(package: Path = PACKAGE) -> dict[tuple[str, str], list[str]]:
+    """{(importer unit, imported unit): ['file:line', ...]} from every import statement, nested ones included."""
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for path in sorted(package.rglob("*.py")):
+        parts = ["depthport", *path.relative_to(package).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+            here = parts
+        else:
+            here = parts[:-1]
+        src = _unit(parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = here[: len(here) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else []))
+                targets = ([f"{module}.{a.name}" if _is_unit(package, a.name) else module for a in node.names]
+                           if module == "depthport" else [module])
+            for target in targets:
+                tparts = target.split(".")
+                if tparts[0] == "depthport" and (dst := _unit(tparts)) != src:
+                    edges[(src, dst)].append(f"{path.relative_to(package)}:{node.lineno}")
+    return edges
+
+
+def strongly_connected(edges) -> list[set[str]]:
+    """Components of more than one unit in the import graph (Tarjan)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for a, b in edges:
+        graph[a].add(b)
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_every_unit_has_a_layer():
+    units = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
+             if (p.suffix == ".py" or (p / "__init__.py").exists())}
+    assert units - set(RANK) == set(), "give each new package or module a place in LAYERS"
+
+
+def test_imports_only_go_down():
+    upward = {f"{a} -> {b}": where for (a, b), where in import_edges().items() if RANK[b] > RANK[a]}
+    assert upward == {}
+
+
+def test_no_import_loop_between_units():
+    assert strongly_connected(import_edges()) == []
+
+
+def test_the_checker_sees_a_planted_upward_import(tmp_path):
+    """The contract can fail: an import of cli planted inside a function of a lower unit is reported."""
+    pkg = tmp_path / "depthport"
+    (pkg / "cli").mkdir(parents=True)
+    (pkg / "cli" / "__init__.py").write_text("from ..core import schema\n")
+    (pkg / "core").mkdir()
+    (pkg / "core" / "__init__.py").write_text("")
+    (pkg / "core" / "schema.py").write_text("def f():\n    from ..cli import main\n")
+    edges = import_edges(pkg)
+    assert edges[("core", "cli")] == ["core/schema.py:2"]
+    assert strongly_connected(edges) == [{"core", "cli"}]
