@@ -173,3 +173,38 @@ def test_coreml_builds_pte_and_mlpackage(built, tmp_path):
     assert package["inputs"]["image"] == {"shape": [1, 3, *HW], "dtype": "float32"}
     assert package["outputs"]["depth"] == {"shape": [1, *HW], "dtype": "float32"}
     assert entry["runnable_here"] is False and "not measured" in entry["parity_note"]
+
+
+def test_fp16_pte_measured_against_the_xnnpack_prediction(built, exported):
+    """Where this CPU computes FP16 (avx512_fp16, ARMv8.2), the prediction of XNNPACK's f16 kernels agrees with
+    the measured fp16 .pte within 1.5x per image. On a storage-only CPU the file is computed in FP32, so its
+    measured error must stay well below what FP16 arithmetic is predicted to cost: what this CPU must give."""
+    from depthport.check.fp16_compute import xnnpack_fp16_form
+    from depthport.core.machine import fp16_arithmetic
+    from depthport.fp16 import simulate_fp16
+
+    ctx, entries = exported
+    names = ("astronaut", "camera", "chelsea")
+    xs = [to_tensor(builtin_image(n), HW) for n in names]
+    with torch.no_grad():
+        fp32 = [built.model(torch.from_numpy(x)).numpy() for x in xs]
+    runner = load_runner(ctx.out_dir / entries["xnnpack-fp16"]["file"], threads=1)
+    measured = [rel_l2(runner.run(x), ref) for x, ref in zip(xs, fp32)]
+    predicted = [m["rel_l2"] for m in simulate_fp16(xnnpack_fp16_form(built.model),
+                                                    [torch.from_numpy(x) for x in xs], accumulate="xnnpack").per_image]
+    found = fp16_arithmetic()
+    if found["arithmetic"]:
+        for name, m, p in zip(names, measured, predicted):
+            assert 1 / 1.5 <= p / m <= 1.5, f"{name}: predicted {p:.3g}, measured {m:.3g} ({found['reason']})"
+    else:
+        assert max(measured) < min(predicted) / 2, (measured, predicted, found["reason"])
+
+
+def test_fp16_pte_calibration_figures_are_kept_and_stated():
+    """The figures measured on FP16 arithmetic that the full-size prediction is checked against (benchmarks/
+    fp16_floor.py) live in the package, with the CPU and versions they were measured with."""
+    from depthport.fp16.calibration import load_calibration
+
+    cal = load_calibration()
+    assert cal and all({"cpu", "isa", "versions", "model", "size", "images", "worst"} <= set(c) for c in cal)
+    assert any("avx512_fp16" in c["isa"] for c in cal)

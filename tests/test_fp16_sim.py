@@ -2,6 +2,8 @@
 
 import copy
 
+import numpy as np
+
 import pytest
 import torch
 from torch import nn
@@ -101,3 +103,90 @@ def test_tiny_depth_model_is_fp16_safe(tiny_built):
     prediction = simulate_fp16(tiny_built.model, image_batch(TINY_HW, seed=4))
     assert not prediction.needs_enforce_f32 and prediction.overflow_layers == []
     assert prediction.pearson > 0.999
+
+
+def _sequential_fp16_dot(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """XNNPACK's f16 GEMM by hand: the accumulator starts at the bias, one FP16 FMA per product, in order."""
+    acc = np.broadcast_to(b.astype(np.float16), (x.shape[0], w.shape[0])).copy()
+    for k in range(x.shape[1]):
+        prod = x[:, k:k + 1].astype(np.float32) * w[:, k].astype(np.float32)  # exact: fp16 x fp16 fits fp32
+        acc = (acc.astype(np.float32) + prod).astype(np.float16)
+    return acc.astype(np.float32)
+
+
+def test_xnnpack_linear_is_one_fp16_fma_per_product_bit_for_bit():
+    from depthport.fp16.simulate import _linear_seq
+
+    g = torch.Generator().manual_seed(5)
+    x, w, b = (torch.randn(*s, generator=g).half().float() for s in ((6, 96), (5, 96), (5,)))
+    expected = _sequential_fp16_dot(x.numpy(), w.numpy(), b.numpy())
+    assert np.array_equal(_linear_seq(x, w, b).numpy(), expected)
+    assert not np.array_equal(expected, torch.nn.functional.linear(x, w, b).half().float().numpy())
+
+
+def test_xnnpack_conv_and_matmul_match_their_fp32_results_to_fp16_precision():
+    from depthport.fp16.simulate import _conv2d_seq, _matmul_seq, _softmax_lanes
+
+    g = torch.Generator().manual_seed(6)
+    x, w, bias = torch.randn(1, 6, 11, 13, generator=g), torch.randn(4, 6, 3, 3, generator=g), torch.randn(4, generator=g)
+    ref = torch.nn.functional.conv2d(x, w, bias, stride=2, padding=1)
+    got = _conv2d_seq(x, w, bias, stride=2, padding=1)
+    assert got.shape == ref.shape and 0 < rel(got, ref) < 5e-3
+    dw = torch.randn(6, 1, 3, 3, generator=g)
+    assert 0 < rel(_conv2d_seq(x, dw, None, 1, 1, 1, 6), torch.nn.functional.conv2d(x, dw, None, 1, 1, 1, 6)) < 5e-3
+    a, c = torch.randn(3, 7, 40, generator=g), torch.randn(3, 40, 9, generator=g)
+    assert 0 < rel(_matmul_seq(a, c), a @ c) < 5e-3
+    s = torch.randn(2, 3, 77, generator=g) * 3
+    for dim in (-1, 1):
+        assert 0 < rel(_softmax_lanes(s, dim), s.softmax(dim)) < 2e-3
+
+
+def rel(a, b) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+def test_accumulation_modes_order_by_how_much_they_round():
+    """A long reduction: FP32 accumulation < GPU blocks summed in FP32 < XNNPACK's one FP16 FMA per product."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(1024, 64), nn.Linear(64, 8)).eval()
+    x = torch.randn(32, 1024, generator=torch.Generator().manual_seed(2))
+    errors = {mode: simulate_fp16(model, x, accumulate=mode).rel_l2 for mode in ("fp32", "fp16", "xnnpack")}
+    assert 0 < errors["fp32"] < errors["fp16"] < errors["xnnpack"]
+    assert simulate_fp16(model, x, accumulate="xnnpack").as_entry()["method"].startswith("PyTorch on CPU")
+    with pytest.raises(ValueError, match="accumulate"):
+        simulate_fp16(model, x, accumulate="bf16")
+
+
+def test_fp32_scopes_take_their_modules_out_of_fp16():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(1024, 64), nn.Linear(64, 8)).eval()
+    x = torch.randn(32, 1024, generator=torch.Generator().manual_seed(2))
+    plain = simulate_fp16(model, x, accumulate="xnnpack").rel_l2
+    first_fp32 = simulate_fp16(model, x, accumulate="xnnpack", fp32_scopes=["0"]).rel_l2
+    assert first_fp32 < plain / 2  # the long reduction was the error
+
+
+def test_prediction_carries_gate_figures_per_image():
+    prediction = simulate_fp16(toy(1.0), [X, X * 0.5])
+    figures = prediction.figures
+    assert {"rel_l2_pooled", "pearson_worst", "delta125_worst", "mean_abs_worst"} <= set(figures)
+    assert figures["rel_l2_pooled"] == pytest.approx(prediction.rel_l2)
+    assert len(prediction.per_image) == 2 and prediction.as_entry()["figures"] is figures
+
+
+def test_fp16_ledger_names_what_each_group_would_buy(tiny_built):
+    from depthport.check.fp16_compute import xnnpack_fp16_form
+    from depthport.fp16.ledger import default_groups, fp16_ledger
+
+    form = xnnpack_fp16_form(tiny_built.model)
+    groups = default_groups(form)
+    assert {"encoder attention", "encoder MLPs", "head: output convs"} <= set(groups)
+    seen = []
+    ledger = fp16_ledger(form, [image_batch(TINY_HW, seed=4)], groups=groups, progress=seen.append)
+    assert len(seen) == len(groups) == len(ledger["rows"])
+    base = ledger["baseline"]["rel_l2"]
+    assert base > 0
+    shares = [r["share_removed"] for r in ledger["rows"]]
+    assert shares == sorted(shares, reverse=True)
+    for row in ledger["rows"]:
+        assert row["share_removed"] == pytest.approx(1 - row["rel_l2"] / base)

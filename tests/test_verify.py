@@ -279,3 +279,45 @@ def test_cli_verify_writes_report_and_applies_gates(tiny, tmp_path, images):
     assert report["random_weights"] is True and "vs_eager" not in art["parity"]
     assert report["verify"]["images"] == ["cat.jpg"] and report["command"].startswith("depthport")
     assert "FAIL" in (out / "report.html").read_text(encoding="utf-8")
+
+
+def test_fp16_arithmetic_verdict_is_measured_only_where_the_cpu_computes_fp16():
+    g = gates.thresholds()
+    good = {"pearson_worst": 0.99999, "rel_l2_pooled": 1e-3, "delta125_worst": 0.9995}
+    bad = {"pearson_worst": 0.99967, "rel_l2_pooled": 1.2e-2, "delta125_worst": 0.967}
+    storage = {"arithmetic": False, "mode": "fp16 storage only", "reason": "no avx512_fp16"}
+    # Storage only: a good measurement is not evidence; the prediction decides.
+    art = {"parity": good, "precision": "fp16", "gate": gates.evaluate(good, "fp16", g),
+           "fp16_arithmetic": {**storage, "prediction": {"figures": bad}}}
+    verdict = gates.fp16_arithmetic_verdict(art, g)
+    assert verdict.state == "fail" and "predicted" in verdict.reason and "no avx512_fp16" in verdict.reason
+    art["fp16_arithmetic"]["prediction"] = {"figures": good}
+    assert gates.fp16_arithmetic_verdict(art, g).state == "pass"
+    art["fp16_arithmetic"]["prediction"] = None
+    assert gates.fp16_arithmetic_verdict(art, g).state == "not measured"
+    # FP16 arithmetic: the measurement decides, whatever was predicted.
+    real = {"arithmetic": True, "mode": "fp16 arithmetic", "reason": "has avx512_fp16"}
+    art = {"parity": bad, "precision": "fp16", "gate": gates.evaluate(bad, "fp16", g), "fp16_arithmetic": real}
+    verdict = gates.fp16_arithmetic_verdict(art, g)
+    assert verdict.state == "fail" and "measured on FP16 arithmetic" in verdict.reason
+
+
+def test_fp16_pte_export_is_gated_on_fp16_arithmetic(tmp_path):
+    from depthport.cli import main
+    from depthport.core.machine import fp16_arithmetic
+    from depthport.core.schema import read_report
+
+    out = tmp_path / "out"
+    rc = main(["export", "da2-tiny", "--size", "56x70", "--targets", "xnnpack-fp16", "--out", str(out),
+               "--skip", "ledger,bench"])
+    report = read_report(out / "report.json")
+    art = report["artifacts"][0]
+    check = art["checks"]["fp16_arithmetic"]
+    found = fp16_arithmetic()
+    assert check["required"] is True
+    assert art["fp16_arithmetic"]["evidence"] == ("measured" if found["arithmetic"] else "predicted")
+    assert art["parity"]["compute"] == found["mode"]
+    assert f"measured with {found['mode']}" in " ".join(art["checks"]["parity"]["reasons"])
+    if not found["arithmetic"]:
+        assert art["fp16_arithmetic"]["prediction"]["accumulate"] == "xnnpack"
+    assert (rc == 0) == (art["status"] == "shipped")

@@ -36,7 +36,7 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
         entry.update(unit=unit, tolerance_m=METRIC_TOLERANCE_M)
         if not entry["mean_abs_worst"] <= METRIC_TOLERANCE_M:
             entry["needs_enforce_f32"] = True
-    if entry["needs_enforce_f32"]:
+    if entry["needs_enforce_f32"] and accumulate != "xnnpack":  # the xnnpack-fp16 form pre-scales its norms already
         fixed = copy.deepcopy(model)
         try:
             fp16_safe_norm(fixed)
@@ -46,6 +46,14 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
             after = simulate_fp16(fixed, x, accumulate=accumulate).as_entry()
             entry["with_fp16_safe_norm"] = {k: after[k] for k in SUMMARY_KEYS}
     return entry
+
+
+def xnnpack_fp16_form(model: torch.nn.Module) -> torch.nn.Module:
+    """The model in the form the ``xnnpack-fp16`` target lowers (pre-scaled norms, sigmoid GELU), in FP32: what
+    the XNNPACK prediction simulates."""
+    from ..export.executorch import FORMS, backend_form
+
+    return backend_form(model, **{**FORMS["xnnpack-fp16"], "fp16_io": False})[0]
 
 
 def fp16_arithmetic_entry(predict: Callable[[], dict | None], machine: dict | None = None) -> dict:
