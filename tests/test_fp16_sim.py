@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from depthport.fp16 import Fp16SafeScaleNorm, fp16_safe_norm, simulate_fp16
+from depthport.fp16 import FP16_MAX, Fp16SafeScaleNorm, fp16_safe_norm, simulate_fp16
 from depthport.models.layers import ScaleNorm
 
 from helpers import TINY_HW, image_batch
@@ -190,3 +190,39 @@ def test_fp16_ledger_names_what_each_group_would_buy(tiny_built):
     assert shares == sorted(shares, reverse=True)
     for row in ledger["rows"]:
         assert row["share_removed"] == pytest.approx(1 - row["rel_l2"] / base)
+
+
+def test_stress_weights_overflow_norms_then_attention_and_the_guards_remove_both():
+    """Trained-weight outliers planted in random weights: the plain graph's prediction names the norm overflow;
+    with the norm guarded, Q·Kᵀ overflows in the attention block it was planted in; with both guards nothing
+    overflows and FP16 stays within the FP16 floor. FP32 is bit-identical with and without the guards."""
+    from depthport.build import build
+    from depthport.rewrites import REWRITES, default_rewrites
+    from depthport.weights.stress import ATTENTION_BLOCK, LOGIT_TARGET
+
+    assert REWRITES["fp16_safe_attention"].exact
+    x = image_batch(TINY_HW, seed=4)
+    models = {g: build("da2-tiny", TINY_HW, "stress", rewrites=default_rewrites(fp16_safe=g)).model
+              for g in ((), ("norm",), ("norm", "attention"))}
+    assert build("da2-tiny", TINY_HW, "stress").weights.random
+    with torch.no_grad():
+        outs = {g: m(x) for g, m in models.items()}
+    assert all(torch.equal(o, outs[()]) for o in outs.values())
+    plain = simulate_fp16(models[()], x)
+    assert plain.needs_enforce_f32 and plain.events[0].layer.endswith("norm1") and plain.events[0].op == "mul"
+    assert plain.max_abs_fp32 > FP16_MAX and plain.max_abs_layer == f"encoder.blocks.{ATTENTION_BLOCK}.attn"
+    normed = simulate_fp16(models[("norm",)], x)
+    assert [(e.layer, e.op) for e in normed.events][:1] == [(f"encoder.blocks.{ATTENTION_BLOCK}.attn", "matmul")]
+    assert plain.max_abs_fp32 > LOGIT_TARGET / 2
+    for accumulate in ("fp16", "xnnpack"):
+        safe = simulate_fp16(models[("norm", "attention")], x, accumulate=accumulate)
+        assert safe.overflow_layers == [] and not safe.needs_enforce_f32
+        assert safe.rel_l2 <= 2e-3 and safe.figures["delta125_worst"] >= 0.999
+        assert safe.max_abs_fp32 < FP16_MAX
+
+
+def test_unknown_fp16_guard_is_refused():
+    from depthport.rewrites import default_rewrites
+
+    with pytest.raises(ValueError, match="unknown FP16 guard"):
+        default_rewrites(fp16_safe=("softmax",))

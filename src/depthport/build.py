@@ -39,12 +39,17 @@ def random_weights(spec: ModelSpec, seed: int = 0) -> LoadedWeights:
 
 
 def resolve_weights(spec: ModelSpec, weights: str | LoadedWeights, seed: int = 0) -> LoadedWeights:
-    """``weights`` as given, seeded random weights for "random", else the family's loader for a file, folder or
-    hub repo id, checked key by key against the architecture."""
+    """``weights`` as given, seeded random weights for "random" ("stress": with trained-weight outliers planted,
+    ``weights.stress``), else the family's loader for a file, folder or hub repo id, checked key by key against the
+    architecture."""
     if isinstance(weights, LoadedWeights):
         return weights
     if weights == "random":
         return random_weights(spec, seed)
+    if weights == "stress":
+        from .weights.stress import plant_outliers
+
+        return plant_outliers(random_weights(spec, seed), spec.model_config.vit.heads, seed)
     template = architecture(spec, spec.pretrain_hw, "official")
     return spec.arch.load_weights(spec, weights, {k: v.shape for k, v in template.state_dict().items()})
 

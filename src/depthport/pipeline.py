@@ -38,7 +38,7 @@ class ExportOptions:
     resize: str = "exact"
     fold_normalization: bool = False
     pos_formula: str | None = None
-    fp16_safe_norm: bool = False
+    fp16_safe: tuple[str, ...] = ()  # FP16 guards (rewrites.FP16_SAFE): "norm", "attention"
     command: str = ""
     stages: StageOptions = field(default_factory=StageOptions)
 
@@ -115,7 +115,7 @@ def run_export(opts: ExportOptions, progress=None) -> dict:
     spec = get_spec(opts.model)
     require_folder(opts.out_dir)
     with progress.stage(f"build {spec.id} at {opts.input_hw[0]}x{opts.input_hw[1]}"):
-        names = default_rewrites(opts.resize, opts.fold_normalization, opts.fp16_safe_norm)
+        names = default_rewrites(opts.resize, opts.fold_normalization, opts.fp16_safe)
         built = build(spec, opts.input_hw, opts.weights, rewrites=names, pos_formula=opts.pos_formula)
     with staged(opts.out_dir) as folder:
         ctx = ExportContext(built, folder, spec.id.replace("-", "_"), options=opts.stages, progress=progress)
@@ -142,7 +142,7 @@ def new_report(opts: ExportOptions, spec: ModelSpec, built) -> dict:
     """report.json before the stages fill in the artifacts and their checks."""
     return {
         "model": spec.id,
-        "weights": "random" if built.weights.random else built.weights.source,
+        "weights": built.weights.argument,
         "random_weights": built.weights.random,
         "weights_detail": {"source": built.weights.source, "format": built.weights.format,
                            "revision": built.weights.revision, "licence": spec.licence,

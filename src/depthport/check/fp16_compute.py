@@ -82,7 +82,8 @@ def fp16_verdict(prediction: dict | None) -> Verdict:
         in_unit = f" and {tol_m:g} {unit} mean error"
     if prediction["needs_enforce_f32"]:
         if prediction.get("overflow_layers"):
-            why = f"{len(prediction['overflow_layers'])} layer(s) overflow FP16"
+            first = ", ".join(f"{e['layer']} ({e['op']})" for e in prediction.get("overflow_ops", [])[:3])
+            why = f"{len(prediction['overflow_layers'])} layer(s) overflow FP16, first {first}"
         elif unit and not prediction["rel_l2"] > prediction.get("tolerance"):
             why = f"worst image's mean error {prediction['mean_abs_worst']:.3g} {unit} > {tol_m:g} {unit}"
         else:

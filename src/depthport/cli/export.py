@@ -15,7 +15,8 @@ def add_parser(subparsers):
     p = subparsers.add_parser("export", help="export a model to on-device files with a report")
     p.add_argument("model", help="model id (see `depthport models`)")
     p.add_argument("--weights", help="the model's published checkpoint (default; Hugging Face cache, then the hub) | "
-                                     "random | PATH (.pth, .safetensors, folder) | HF repo id")
+                                     "random | stress (random with trained-weight outliers) | PATH (.pth, .safetensors, "
+                                     "folder) | HF repo id")
     p.add_argument("--fallback-random", action="store_true",
                    help="when the published weights cannot be had (offline, nothing cached), use random weights "
                         "and say so, instead of failing")
@@ -40,6 +41,9 @@ def add_parser(subparsers):
     p.add_argument("--fp16-safe-norm", action="store_true",
                    help="add the fp16_safe_norm rewrite: norms computed on x/k, exact in FP32, finite in FP16 for 16x "
                         "larger activations (for files a GPU may run in FP16)")
+    p.add_argument("--fp16-safe", action="store_true",
+                   help="add both FP16 guards, fp16_safe_norm and fp16_safe_attention (Q·Kᵀ finite in FP16 up to "
+                        "1.68e7): exact in FP32; for files an FP16 device computes (trained-weight outliers)")
     p.add_argument("--run-gpu", action="store_true",
                    help="also compile each .tflite GPU-only on the LiteRT GPU accelerator (SwiftShader where there is "
                         "no GPU) and compare it with the CPU, on a small re-export when the shape is large")
@@ -91,7 +95,8 @@ def options_from(args):
                          input_hw=export_size(args, spec.default_hw), out_dir=Path(args.out),
                          targets=parse_targets(args.targets), resize=args.resize,
                          fold_normalization=args.fold_normalization, pos_formula=args.pos_embed,
-                         fp16_safe_norm=args.fp16_safe_norm, command=command_line(), stages=stages)
+                         fp16_safe=("norm", "attention") if args.fp16_safe else ("norm",) if args.fp16_safe_norm else (),
+                         command=command_line(), stages=stages)
     thresholds(args.gate)
     if args.images:
         image_set(args.images)

@@ -111,7 +111,7 @@ def run(args) -> int:
         except ModuleNotFoundError as exc:
             raise MissingDependency(exc.name or "?", f"the upstream reference of {spec.id}") from None
         report = {"command": command_line(), "model": spec.id,
-                  "weights": "random" if built.weights.random else built.weights.source,
+                  "weights": built.weights.argument,
                   "random_weights": built.weights.random, "input_shape": [1, 3, *input_hw],
                   "output": spec.output, "output_space": spec.output_space, "output_units": spec.units(),
                   "versions": versions(), "machine": machine(),

@@ -85,7 +85,7 @@ def run_web(args, paths: list[Path]) -> int:
         art["browser"]["screenshot"] = "screenshot.png"
         figures["screenshots"] = {target: result.screenshot}
     report = {"command": command_line(), "model": built.spec.id,
-              "weights": "random" if built.weights.random else built.weights.source,
+              "weights": built.weights.argument,
               "random_weights": built.weights.random, "input_shape": config["input_shape"], "versions": versions(),
               "machine": machine(), "verify": summary_block(refs, source, args.threads, built.weights.random),
               "gates": thresholds, "artifacts": [art]}

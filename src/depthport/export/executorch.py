@@ -24,7 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..atomic import atomic_path
-from ..models.layers import Attention, Mlp, Resize, ScaleNorm
+from ..fp16.safe import Fp16SafeScaleNorm
+from ..models.layers import LOGIT_BOUND, Attention, Mlp, Resize, ScaleNorm
 from ..errors import InputError, MissingDependency
 from .context import ExportContext, artifact_entry
 from .delegation import delegation_report
@@ -44,15 +45,19 @@ class LinearMeanNorm(nn.Module):
     only the epsilon moves (eps * scale^2), and the squared deviations stay finite in fp16.
     """
 
-    def __init__(self, norm: ScaleNorm, fp16_range: bool = False):
+    def __init__(self, norm: ScaleNorm | Fp16SafeScaleNorm, fp16_range: bool = False):
         super().__init__()
         dim = norm.avg.shape[1]
         self.centered = getattr(norm, "centered", False)
-        scale = fp16_norm_scale(dim) if fp16_range else 1.0
+        if isinstance(norm, Fp16SafeScaleNorm):  # already pre-scaled (the fp16_safe_norm rewrite): keep its scale
+            scale, eps = 1.0 / norm.k, norm.eps.detach()
+        else:
+            scale = fp16_norm_scale(dim) if fp16_range else 1.0
+            eps = norm.eps.detach() * scale**2
         self.register_buffer("avg", norm.avg.detach().clone(), persistent=False)
-        self.register_buffer("eps", norm.eps.detach() * scale**2, persistent=False)
+        self.register_buffer("eps", eps.clone(), persistent=False)
         self.register_buffer("scale", torch.tensor([scale]), persistent=False)
-        self.prescale = fp16_range
+        self.prescale = scale != 1.0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.prescale:
@@ -99,16 +104,20 @@ def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gel
     (for XNNPACK fp16), ``fp16_io`` runs the copy in fp16 between float32 casts.
     """
     out = copy.deepcopy(model).eval()
-    counts = {"mean": 0, "norm": 0, "gelu": 0, "keys": 0}
+    counts = {"mean": 0, "norm": 0, "gelu": 0, "keys": 0, "clamped": 0}
     for attn in (m for m in out.modules() if isinstance(m, Attention)):
         attn.keys_in_one_permute = True
         counts["keys"] += 1
+    for attn in (m for m in out.modules() if getattr(m, "guarded", False)):
+        attn.logit_mode = "clamp" if fp16_range_norm else "scale"
+        counts["clamped"] += fp16_range_norm
     for parent in list(out.modules()):
         for name, child in list(parent.named_children()):
-            if isinstance(child, ScaleNorm) and (fp16_range_norm or not getattr(child, "centered", False)):
+            if isinstance(child, Fp16SafeScaleNorm) or (
+                    isinstance(child, ScaleNorm) and (fp16_range_norm or not getattr(child, "centered", False))):
                 norm = LinearMeanNorm(child, fp16_range_norm)
                 counts["mean"] += not norm.centered
-                counts["norm"] += fp16_range_norm
+                counts["norm"] += norm.prescale
                 setattr(parent, name, norm)
             elif sigmoid_gelu and isinstance(child, Mlp):
                 setattr(parent, name, SigmoidGeluMlp(child))
@@ -117,6 +126,10 @@ def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gel
     if counts["keys"]:
         changes.append(f"{counts['keys']} attention keys transposed to (heads, head_dim, N) in one permute, where "
                        "ExecuTorch lowers the heads' transpose and K's as two XNNPACK transposes (exact)")
+    if counts["clamped"]:
+        changes.append(f"{counts['clamped']} guarded attention logits clamped to +-{LOGIT_BOUND:g} instead of "
+                       "shifted by their row max, which XNNPACK cannot reduce (exact while |Q·Kᵀ| < the bound; "
+                       "saturating beyond it in FP16)")
     if counts["mean"]:
         changes.append(f"{counts['mean']} norm means as a (1, C) linear (exact)")
     if counts["norm"]:

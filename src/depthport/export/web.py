@@ -25,7 +25,7 @@ def page_meta(ctx: ExportContext) -> dict:
     from .. import __version__
 
     b = ctx.built
-    return {"model": b.spec.id, "weights": "random" if b.weights.random else b.weights.source,
+    return {"model": b.spec.id, "weights": b.weights.argument,
             "random_weights": b.weights.random, "output": b.spec.output, "rewrites": list(b.rewrites),
             "pos_embed_formula": b.pos_formula, "made_by": f"depthport {__version__}"}
 

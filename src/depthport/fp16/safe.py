@@ -10,6 +10,15 @@ which is the same number in FP32, bit for bit (scaling by a power of two is exac
 exactly k * rsqrt(v) for k^2 an even power of two), while ``d * d`` now overflows only past |d| > 256 k
 (4096 for C = 384). It costs one MUL per norm. ``depthport.rewrites`` lists it as the rewrite
 ``fp16_safe_norm``; it acts on ScaleNorm, so it goes after ``fold_layernorm``.
+
+``fp16_safe_attention`` guards the attention logits. Q·Kᵀ between high-norm tokens of trained backbones can pass
+65504 (inf, then NaN in softmax). The rewrite computes Q and K each ``ATTENTION_SHIFT`` (16) times smaller
+(a power of two folded into their weights: exact) and restores the logits inside the softmax as
+softmax(256 max(z - max z, -128)): max subtraction is what softmax does anyway, scaling by a power of two is
+exact, and a logit raised from below max - 32768 to it has exp 0 in FP32 either way, so the FP32 result is the
+same; in FP16 the logits z stay finite up to |Q·Kᵀ| < 65504 x 256 = 1.68e7 (the activation bound up to which
+the file is safe), and no intermediate passes 32768. It costs a REDUCE_MAX, a SUB, a MAXIMUM and a MUL per
+attention.
 """
 
 from __future__ import annotations
@@ -20,7 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..models.layers import ScaleNorm
+from ..models.layers import LOGIT_GUARD, Attention, ScaleNorm
+from ..models.rope import SplitHeadRopeAttention
 
 
 def default_scale(dim: int) -> int:
@@ -55,3 +65,31 @@ def fp16_safe_norm(model: nn.Module) -> None:
                 replaced += 1
     if not replaced and any(isinstance(m, nn.LayerNorm) for m in model.modules()):
         raise ValueError("fp16_safe_norm acts on folded norms: apply fold_layernorm first")
+
+
+ATTENTION_SHIFT = math.isqrt(int(LOGIT_GUARD))  # Q and K are each computed this much smaller (16)
+
+
+@torch.no_grad()
+def fp16_safe_attention(model: nn.Module) -> None:
+    shift = 1.0 / ATTENTION_SHIFT
+    found = 0
+    for attn in model.modules():
+        if isinstance(attn, Attention):
+            if attn.scale != 1.0:
+                raise ValueError("fp16_safe_attention scales the folded Q: apply fold_attention_scale first")
+            paths = [attn.q, attn.k]
+        elif isinstance(attn, SplitHeadRopeAttention):
+            paths = [p.gain if p.normed else p.proj for p in (attn.q, attn.k)]
+            paths += [p.shift for p in (attn.q, attn.k) if p.normed]
+        else:
+            continue
+        for part in paths:
+            for t in (part.weight, part.bias) if isinstance(part, nn.Linear) else (part,):
+                if t is not None:
+                    t.mul_(shift)
+        attn.register_buffer("guard", torch.tensor([LOGIT_GUARD]), persistent=False)
+        attn.guarded = True
+        found += 1
+    if not found:
+        raise ValueError("fp16_safe_attention found no attention to guard")

@@ -18,6 +18,36 @@ class LayerScale(nn.Module):
         return x * self.gamma
 
 
+# Guarded logits below max - GUARD_FLOOR * guard (-32768 for guard 256) are raised to it: exp of either is 0 in FP32.
+GUARD_FLOOR = 128.0
+
+
+# Where the backend has no max reduction (XNNPACK), the guarded logits are clamped instead: to +-LOGIT_BOUND / guard
+# before the guard is restored, an identity for every |Q·Kᵀ| < LOGIT_BOUND.
+LOGIT_BOUND = 65472.0
+# How much smaller fp16.safe.fp16_safe_attention computes the logits (Q and K each sqrt(LOGIT_GUARD) times).
+LOGIT_GUARD = 256.0
+
+
+def attention_weights(logits: torch.Tensor, guard: torch.Tensor | None = None, mode: str = "shift") -> torch.Tensor:
+    """softmax over the keys. With ``guard`` the logits z were computed ``guard`` times smaller
+    (``fp16.safe.fp16_safe_attention``) and are restored by ``mode``:
+    - "shift": softmax(guard * max(z - max z, -GUARD_FLOOR)): the same numbers in FP32, and every intermediate
+      within FP16's range;
+    - "clamp" (backends without a max reduction, XNNPACK in FP16): softmax(guard * clamp(z, +-LOGIT_BOUND /
+      guard)), the same in FP32 while |Q·Kᵀ| < LOGIT_BOUND, saturating (not inf, not NaN) in FP16 beyond it;
+    - "scale" (FP32 compute): softmax(guard * z), exact.
+    """
+    if guard is None:
+        return logits.softmax(dim=-1)
+    if mode == "scale":
+        return (logits * guard).softmax(dim=-1)
+    if mode == "clamp":
+        bound = LOGIT_BOUND / LOGIT_GUARD
+        return (F.hardtanh(logits, -bound, bound) * guard).softmax(dim=-1)
+    return ((logits - logits.amax(dim=-1, keepdim=True)).clamp_min(-GUARD_FLOOR) * guard).softmax(dim=-1)
+
+
 class Attention(nn.Module):
     """Multi-head self-attention on one sample's tokens (N, C): separate Q/K/V, no mask, rank <= 3.
 
@@ -36,6 +66,10 @@ class Attention(nn.Module):
 
     # K^T in one permute instead of the heads' transpose and then K's: set by export.executorch.backend_form
     keys_in_one_permute = False
+    # Set by fp16.safe.fp16_safe_attention: Q and K computed sqrt(guard) times smaller (the ``guard`` buffer), the
+    # logits restored in softmax; clamped where the backend has no max reduction (export.executorch.backend_form).
+    guarded = False
+    logit_mode = "shift"
 
     def _heads(self, t: torch.Tensor) -> torch.Tensor:
         return t.reshape(t.shape[0], self.heads, self.head_dim).transpose(0, 1)
@@ -51,7 +85,7 @@ class Attention(nn.Module):
         logits = q @ self._keys_t(x)
         if self.scale != 1.0:
             logits = logits * self.scale
-        out = logits.softmax(dim=-1) @ v
+        out = attention_weights(logits, self.guard if self.guarded else None, self.logit_mode) @ v
         return self.proj(out.transpose(0, 1).reshape(x.shape[0], -1))
 
 

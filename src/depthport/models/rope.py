@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .layers import attention_weights
+
 
 def token_positions(grid_hw: tuple[int, int], same: bool) -> torch.Tensor:
     """(1 + gh*gw, 2) int64 (y, x) positions: the special token at (0, 0), patches from (1, 1).
@@ -177,7 +179,10 @@ class SplitHeadRopeAttention(nn.Module):
             self.proj.weight.copy_(attn.proj.weight)
             self.proj.bias.copy_(attn.proj.bias + attn.proj.weight @ attn.v.bias)
 
+    guarded = False  # set by fp16.safe.fp16_safe_attention, with a ``guard`` buffer (see layers.attention_weights)
+    logit_mode = "shift"
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = self.q(x) @ self.k(x).transpose(1, 2)
-        out = logits.softmax(dim=-1) @ _split_heads(self.v(x), self.heads)
+        out = attention_weights(logits, self.guard if self.guarded else None, self.logit_mode) @ _split_heads(self.v(x), self.heads)
         return self.proj(out.transpose(0, 1).reshape(x.shape[0], -1))

@@ -14,7 +14,7 @@ from ..models.dpt import FusionBlock
 from ..models.depth_anything_v2 import DepthAnythingV2
 from ..models.layers import Attention, Block, DeconvAsShuffle, Resize, ScaleNorm
 from ..models.rope import RopeAttention, SplitHeadRopeAttention
-from ..fp16.safe import fp16_safe_norm
+from ..fp16.safe import fp16_safe_attention, fp16_safe_norm
 from ..preprocess import IMAGENET_MEAN, IMAGENET_STD
 
 
@@ -218,18 +218,29 @@ REWRITES: dict[str, Rewrite] = {
                 "folded LayerNorm variance computed on x/k (k = power of two near sqrt(C)): d*d stays finite in "
                 "FP16 up to |d| < 256k instead of 256; identical in FP32, one extra MUL per norm",
                 requires=("fold_layernorm",)),
+        Rewrite("fp16_safe_attention", fp16_safe_attention, True,
+                "Q and K computed 16x smaller (folded into their weights), logits restored inside the softmax as "
+                "softmax(256 max(z - max z, -128)): the same in FP32, Q·Kᵀ finite in FP16 up to 1.68e7 instead of "
+                "65504; a REDUCE_MAX, SUB, MAXIMUM and MUL per attention", requires=("fold_attention_scale",)),
     ]
 }
 
 
-def default_rewrites(resize: str = "exact", fold_normalization: bool = False, fp16_safe: bool = False) -> list[str]:
-    """The export's rewrites in order; ``fp16_safe`` adds ``fp16_safe_norm`` (see ``depthport.fp16.safe``)."""
+FP16_SAFE = {"norm": "fp16_safe_norm", "attention": "fp16_safe_attention"}
+
+
+def default_rewrites(resize: str = "exact", fold_normalization: bool = False, fp16_safe: tuple[str, ...] = ()) -> list[str]:
+    """The export's rewrites in order; ``fp16_safe`` names the FP16 guards to add, of ``FP16_SAFE`` ("norm":
+    ``fp16_safe_norm``, "attention": ``fp16_safe_attention``; see ``depthport.fp16.safe``)."""
     if resize not in ("exact", "approx"):
         raise ValueError(f"--resize must be exact or approx, not {resize!r}")
     names = ["bake_pos_embed", "fold_layerscale", "fold_attention_scale", "fold_layernorm", "center_residual_stream",
              "head_major_qkv", "deconv_to_shuffle", "conv_before_resize", f"{resize}_resize"]
-    return names + (["fold_input_normalization"] if fold_normalization else []) + (
-        ["fp16_safe_norm"] if fp16_safe else [])
+    unknown = set(fp16_safe) - set(FP16_SAFE)
+    if unknown:
+        raise ValueError(f"unknown FP16 guard(s) {', '.join(sorted(unknown))}; known: {', '.join(FP16_SAFE)}")
+    return names + (["fold_input_normalization"] if fold_normalization else []) + [
+        FP16_SAFE[g] for g in FP16_SAFE if g in fp16_safe]
 
 
 def apply(model: nn.Module, names: list[str]) -> nn.Module:

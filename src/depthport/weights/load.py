@@ -25,6 +25,11 @@ class LoadedWeights:
     revision: str | None = None
 
     @property
+    def argument(self) -> str:
+        """What ``--weights`` takes to load these weights again: "random", "stress" or the source."""
+        return self.format if self.format in ("random", "stress") else self.source
+
+    @property
     def pos_formula(self) -> str:
         """The position-embedding resampling that matches the implementation the weights came with."""
         return "official" if self.format == "official" else "transformers"
@@ -107,7 +112,7 @@ def load_weights(spec: ModelSpec, weights: str, expected: dict[str, torch.Size])
             _hub_file(weights, "config.json")
         source = f"hf://{weights}"
     else:
-        raise WeightsError(f"weights {weights!r}: not 'random', an existing file or folder, or a Hugging Face repo id")
+        raise WeightsError(f"weights {weights!r}: not 'random', 'stress', an existing file or folder, or a Hugging Face repo id")
     check_head(spec, fmt, file, source)
     state = fmt.to_depthport(_read_state_dict(file), expected, source)
     return LoadedWeights(state, source, fmt.name, revision=_revision_of(file))
