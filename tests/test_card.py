@@ -156,3 +156,36 @@ def test_card_int8_section_says_not_measured():
     report = _int8_report({"avx2": True}, 1.1)
     report["artifacts"] = report["artifacts"][:1]
     assert "## INT8" not in render(report)
+
+
+def test_snippet_gpu_precision_needs_trained_weights_and_names_the_mode():
+    from depthport.report.snippets import gpu_precision
+
+    verdict = {"pass": {"state": "pass", "reasons": []}, "fail": {"state": "fail", "reasons": ["rel L2 0.02"]}}
+    prediction = {"images": ["a.png"], "headroom_by_op": [{"op": "linear", "max_abs": 780.0, "headroom": 84.0}]}
+    trained = {"random_weights": False, "verify": {"images": ["a.png"]}}
+    art = {"checks": {"fp16_compute": verdict["pass"]}, "fp16_compute": prediction}
+    precision, why = gpu_precision(trained, art)
+    assert precision == "FP16" and "84x (linear)" in why
+    assert gpu_precision({**trained, "random_weights": True}, art)[0] == "FP32"
+    accum = {"rel_l2": 3e-3, "needs_enforce_f32": False}
+    art = {"checks": {"fp16_compute": verdict["fail"]}, "fp16_compute": {**prediction, "fp16_with_fp32_accum": accum}}
+    assert gpu_precision(trained, art)[0] == "FP16_WITH_FP32_ACCUM"
+    art["fp16_compute"]["fp16_with_fp32_accum"] = {**accum, "needs_enforce_f32": True}
+    precision, why = gpu_precision(trained, art)
+    assert precision == "FP32" and "rel L2 0.02" in why
+
+
+def test_card_states_fp16_headroom_and_fp16_arithmetic_evidence():
+    from depthport.report.card import fp16_arithmetic_rows, headroom_view
+
+    prediction = {"images": ["a.png"], "figures": {"rel_l2_pooled": 1.2e-2, "delta125_worst": 0.967},
+                  "headroom_by_op": [{"op": "matmul", "max_abs": 780.0, "headroom": 84.0}]}
+    art = {"file": "m.pte", "checks": {"fp16_arithmetic": {"state": "fail", "reasons": ["delta"], "required": True}},
+           "fp16_arithmetic": {"arithmetic": False, "evidence": "predicted", "cpu": "AMD EPYC",
+                               "prediction": prediction}}
+    report = {"random_weights": True, "artifacts": [art]}
+    [row] = fp16_arithmetic_rows(report)
+    assert row["evidence"] == "predicted" and row["rel_l2"] == "1.200e-02" and row["delta"] == "0.9670"
+    view = headroom_view(report)
+    assert view["random"] and view["rows"][0]["op"] == "matmul" and view["rows"][0]["headroom"] == "84"

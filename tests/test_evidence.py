@@ -85,9 +85,10 @@ def test_card_says_only_what_is_true(verified):
     text = (out / "README.md").read_text()
     assert "as far from exact as upstream PyTorch" in text and "RANDOM WEIGHTS" in text
     [art] = report["artifacts"]
-    fp16_ok = art["checks"]["fp16_compute"]["state"] == "pass" and art["fp16_compute"]["images"] == ["chelsea.png"]
-    expected = "FP16" if fp16_ok else "FP32"
+    assert art["checks"]["fp16_compute"]["state"] in ("pass", "fail")
+    expected = "FP32"  # random weights: FP16 is never recommended on a random-weights prediction alone
     assert f"Precision.{expected})" in text and f"GPU precision set explicitly: {expected}" in text
+    assert "FP16 headroom of trained weights" in text
     assert "rounds x" in text and "not measured: runtime check not run (use --run-gpu)" in text
     assert "Every variant built passed every check" in text and "passed its gates" not in text
     page = (out / "report.html").read_text()

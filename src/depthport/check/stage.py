@@ -13,7 +13,7 @@ from ..export.litert_variants import VARIANTS, Variant, small_hw
 from ..export.targets import GPU_TARGETS
 from ..core.schema import Verdict, set_check
 from .delegation import delegation_verdict
-from .fp16_compute import fp16_arithmetic_entry, fp16_verdict, predict_fp16, xnnpack_fp16_form
+from .fp16_compute import SUMMARY_KEYS, fp16_arithmetic_entry, fp16_verdict, predict_fp16, xnnpack_fp16_form
 from .gpu_runtime import empty_runtime
 from .verdict import NOT_REQUESTED, check_tflite, gpu_decision, runtime_verdict
 
@@ -95,4 +95,8 @@ def fp16_prediction(ctx: ExportContext, accumulate: str | None = None) -> dict |
         ctx.fp16_predictions[mode] = predict_fp16(
             model, ctx.built.input_hw, normalize="fold_input_normalization" not in ctx.built.rewrites,
             accumulate=mode, images=image_set(ctx.options.images)[1], unit=ctx.built.spec.units()["label"] or "")
+        if mode == "fp16" and ctx.fp16_predictions[mode]["needs_enforce_f32"]:
+            # LiteRT's FP16_WITH_FP32_ACCUM: FP16 tensors, FP32 accumulation (the GPU mode between the two)
+            accum = fp16_prediction(ctx, "fp32")
+            ctx.fp16_predictions[mode]["fp16_with_fp32_accum"] = {k: accum[k] for k in (*SUMMARY_KEYS, "figures")}
     return ctx.fp16_predictions[mode]

@@ -223,6 +223,7 @@ class _Trace:
 
     stack: list[str] = field(default_factory=lambda: ["model"])
     max_abs: dict[str, float] = field(default_factory=dict)
+    max_abs_op: dict[str, float] = field(default_factory=dict)  # by op kind (linear, matmul, softmax, mul...)
     events: list[OverflowEvent] = field(default_factory=list)
 
 
@@ -293,6 +294,9 @@ class Fp16Mode(TorchFunctionMode):
                 peak = _peak(t)
                 if peak > self.trace.max_abs.get(layer, 0.0):
                     self.trace.max_abs[layer] = peak
+                kind = name.strip("_") or "op"
+                if peak > self.trace.max_abs_op.get(kind, 0.0):
+                    self.trace.max_abs_op[kind] = peak
 
     def _check(self, name, args, kwargs, out) -> None:
         outs = [t for t in _tensors(out) if _is_float(t) and t.numel()]
@@ -329,6 +333,7 @@ class Fp16Prediction:
     block: int
     mean_abs_worst: float = float("nan")  # the worst input's mean |FP16 - FP32|, in the output's unit
     figures: dict = field(default_factory=dict)  # parity figures vs FP32 (core.metrics.summarize), gate keys
+    max_abs_by_op: dict = field(default_factory=dict)  # the FP32 run's largest |output| per op kind
     per_image: list = field(default_factory=list)
 
     def as_entry(self) -> dict:
@@ -341,8 +346,16 @@ class Fp16Prediction:
             "worst_layers": [{"layer": n, "rel_l2": e} for n, e in self.worst_layers],
             "inputs": self.inputs, "tolerance": self.tol, "mean_abs_worst": self.mean_abs_worst,
             "accumulate": self.accumulate, "figures": self.figures, "per_image": self.per_image,
+            "headroom_by_op": headroom_table(self.max_abs_by_op),
             "method": method_text(self.accumulate, self.block),
         }
+
+
+def headroom_table(max_abs_by_op: dict[str, float]) -> list[dict]:
+    """[{"op", "max_abs", "headroom"}] largest first: FP16's maximum (65504) over the largest magnitude each op kind
+    reached in FP32 (below 1: that op overflows FP16)."""
+    rows = sorted(max_abs_by_op.items(), key=lambda kv: -kv[1])
+    return [{"op": op, "max_abs": v, "headroom": FP16_MAX / v if v > 0 else None} for op, v in rows]
 
 
 def method_text(accumulate: str, block: int = 32) -> str:
@@ -503,4 +516,5 @@ def simulate_fp16(model: nn.Module, inputs, accumulate: str = "fp16", block: int
         inputs=len(inputs), tol=tol, accumulate=accumulate, block=block,
         mean_abs_worst=max(float(abs(a - b).mean()) for a, b in pairs),
         figures=summarize(per_image), per_image=[public(m) for m in per_image],
+        max_abs_by_op=dict(fp32_trace.max_abs_op),
     )

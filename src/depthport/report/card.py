@@ -169,6 +169,34 @@ def fp16_rows(report: dict) -> list[dict]:
     return rows
 
 
+def fp16_arithmetic_rows(report: dict) -> list[dict]:
+    """fp16 .pte files: judged on FP16 arithmetic, measured on this CPU or predicted (XNNPACK's f16 kernels)."""
+    rows = []
+    for art in report.get("artifacts", []):
+        found = art.get("fp16_arithmetic")
+        if found is not None and verdict_of(art, "fp16_arithmetic") is not None:
+            figures = (art.get("parity") if found.get("arithmetic") else (found.get("prediction") or {}).get(
+                "figures")) or {}
+            rows.append({"file": art["file"], "verdict": _verdict(art, "fp16_arithmetic"),
+                         "evidence": found.get("evidence", "-"), "cpu": found.get("cpu") or "-",
+                         "rel_l2": _fmt(figures.get("rel_l2_pooled"), ".3e"),
+                         "delta": _fmt(figures.get("delta125_worst"), ".4f")})
+    return rows
+
+
+def headroom_view(report: dict) -> dict | None:
+    """The FP16 headroom seen on the verification images, per op kind (the first prediction that has it)."""
+    for art in report.get("artifacts", []):
+        prediction = art.get("fp16_compute") or (art.get("fp16_arithmetic") or {}).get("prediction") or {}
+        rows = prediction.get("headroom_by_op")
+        if rows:
+            return {"rows": [{"op": r["op"], "max_abs": _fmt(r["max_abs"], ".4g"),
+                              "headroom": _fmt(r["headroom"], ".3g")} for r in rows[:8]],
+                    "images": ", ".join(prediction.get("images", [])) or "-",
+                    "random": bool(report.get("random_weights"))}
+    return None
+
+
 def units_view(report: dict) -> dict | None:
     """The output's units line and, when metres need the focal length, the formula with a worked example: a photo
     with a 60 degree horizontal field of view stretched to the input (focal_px = W / (2 tan 30 degrees)). None for
@@ -220,6 +248,7 @@ def context(report: dict) -> dict:
             "machine_name": f"{machine.get('cpu', 'this machine')} ({machine.get('cores', '?')} cores)",
             "os": machine.get("os", ""), "bench_machine": machine_view(report), "variants": variants(report),
             "parity": parity_view(report), "not_shipped": not_shipped_view(report), "fp16": fp16_rows(report),
+            "fp16_arithmetic": fp16_arithmetic_rows(report), "headroom": headroom_view(report),
             "ledger": ledger_rows(report), "rewrites": report.get("rewrites", []), "snippets": snippets(report),
             "command": report.get("command"), "versions": report.get("versions", {}),
             "browser": web.browser_view(report), "shapes": web.shapes_view(report), "int8": int8_view(report)}

@@ -31,16 +31,38 @@ def units_view(report: dict) -> dict:
 
 
 def gpu_precision(report: dict, art: dict) -> tuple[str, str]:
-    """("FP32" | "FP16", why): FP16 only when the FP16-compute prediction passed on every verification image."""
+    """("FP32" | "FP16" | "FP16_WITH_FP32_ACCUM", why), LiteRT's ``GpuOptions.Precision`` names. FP16 only when
+    the FP16-compute prediction passed on every verification image with trained weights (measured headroom);
+    FP16 tensors with FP32 accumulation when only that mode was predicted to pass; FP32 otherwise."""
     check = (art.get("checks") or {}).get("fp16_compute") or {}
-    images = set((art.get("fp16_compute") or {}).get("images", []))
+    prediction = art.get("fp16_compute") or {}
+    images = set(prediction.get("images", []))
     verified = set((report.get("verify") or {}).get("images", []))
-    if check.get("state") == PASS and verified and verified <= images:
-        return "FP16", f"FP16 compute was predicted within tolerance on all {len(verified)} verification images"
+    covered = bool(verified) and verified <= images
+    if report.get("random_weights"):
+        return "FP32", ("the weights are random: the FP16 headroom of trained weights (their outlier channels and "
+                        "high-norm tokens) was not measured, so FP16 is not recommended on a random-weights "
+                        "prediction alone")
+    if check.get("state") == PASS and covered:
+        return "FP16", (f"FP16 compute was predicted within tolerance on all {len(verified)} verification images, "
+                        f"headroom {headroom_text(prediction)}")
     if check.get("state") == PASS:
         return "FP32", "the FP16-compute prediction did not cover every verification image"
+    accum = prediction.get("fp16_with_fp32_accum") or {}
+    if accum and not accum.get("needs_enforce_f32") and covered:
+        return "FP16_WITH_FP32_ACCUM", ("plain FP16 misses the tolerance, FP16 tensors with FP32 accumulation were "
+                                        f"predicted within it (rel. L2 {accum['rel_l2']:.3g})")
     why = "; ".join(check.get("reasons", [])) or "the FP16-compute prediction was not measured"
     return "FP32", f"FP16 compute is not proven safe for this file ({why})"
+
+
+def headroom_text(prediction: dict) -> str:
+    """'84x (linear)': the smallest FP16 headroom over op kinds, or 'not measured'."""
+    rows = [r for r in prediction.get("headroom_by_op") or [] if r.get("headroom")]
+    if not rows:
+        return "not measured"
+    low = min(rows, key=lambda r: r["headroom"])
+    return f"{low['headroom']:.3g}x ({low['op']})"
 
 
 def snippet_view(report: dict, art: dict, kind: str, template: str) -> dict:
