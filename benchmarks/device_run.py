@@ -7,7 +7,9 @@ benchmark across thread counts, everything written under --out.
 2. GPU (when ``nvidia-smi`` finds one): the FP32 and FP16 files, each at FP32 and FP16 compute precision, fully on
    the LiteRT GPU accelerator, one child process each: median latency, and the output on scikit-image's chelsea
    (the prediction's input) against the CPU run of the same file and of the FP32 file, beside the predicted
-   rel. L2 of FP16 compute.
+   rel. L2 of FP16 compute. Then the FP16 study: the FP16-safe file (``--fp16-safe``), the stress-weights file
+   (planted trained-weight outliers) and the stress-weights FP16-safe file, each at FP16 precision on the GPU
+   against its CPU run, beside its own prediction (and whether the GPU output stayed finite).
 3. CPU at 1/2/4/8/16 threads: plain vs FP32 vs INT8 interleaved with the GEMM probe (FP32, dynamic and static
    INT8 chains): latency, GMAC, GMAC/s, % of peak, INT8's possible gain.
 
@@ -36,6 +38,9 @@ CONFIGS = {
               "probe": "tiny", "gpu_runs": 3},
 }
 TARGETS = ("litert-fp32", "litert-fp16", "litert-int8")
+# The FP16 study (GPU at FP16 precision vs the predictions): FP32 files of the same model, FP16-safe
+# (--fp16-safe), with stress weights (planted trained-weight outliers), and both.
+FP16_STUDY = {"safe": ("random", True), "stress": ("stress", False), "stress_safe": ("stress", True)}
 
 
 class Run:
@@ -128,6 +133,35 @@ def make_files(run: Run, cfg: dict, gpu: bool) -> dict:
     return files
 
 
+def fp16_study_files(run: Run, cfg: dict) -> dict:
+    """The FP16-study files, one export each (litert-fp32, check stage on chelsea: its FP16-compute prediction in
+    GPU mode and, when that fails, with FP32 accumulation); their predictions go into summary["predictions"]."""
+    from PIL import Image
+    import skimage.data
+
+    images = run.out / "fp16-images"
+    images.mkdir(exist_ok=True)
+    Image.fromarray(skimage.data.chelsea()).save(images / "chelsea.png")
+    files, predictions = {}, {}
+    stem = cfg["model"].replace("-", "_")
+    for name, (weights, safe) in FP16_STUDY.items():
+        out = run.out / f"export-{name}"
+        cmd = _python("-m", "depthport.cli", "export", cfg["model"], "--size", cfg["size"], "--weights", weights,
+                      "--targets", "litert-fp32", "--images", str(images), "--out", str(out),
+                      "--skip", "ledger,verify,bench,report,card", *(["--fp16-safe"] if safe else []))
+        log = subprocess.run(cmd, capture_output=True, text=True, timeout=max(60.0, run.left()))
+        (run.out / f"export-{name}.log").write_text(log.stdout + log.stderr)
+        found = sorted(out.rglob(f"{stem}_fp32.tflite"))
+        files[name] = found[0] if found else None
+        report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {}
+        pred = next((a.get("fp16_compute") for a in report.get("artifacts", []) if a.get("fp16_compute")), {}) or {}
+        predictions[name] = {"rel_l2": pred.get("rel_l2"), "overflow_ops": pred.get("overflow_ops", [])[:3],
+                             "fp16_with_fp32_accum": (pred.get("fp16_with_fp32_accum") or {}).get("rel_l2")}
+    run.summary["predictions"] = predictions
+    run.summary["files"].update({k: str(v) if v else None for k, v in files.items()})
+    return files
+
+
 def plain_child(path: str, model: str, size: str) -> None:
     import torch
 
@@ -179,21 +213,19 @@ def gpu_child(path: str, precision: str, out_json: str, runs: int) -> None:
 
 
 def gpu_runs(run: Run, files: dict, cfg: dict) -> list[dict]:
+    from depthport.core.metrics import rel_l2
     from depthport.quiet import native_stderr_muted
     from depthport.runtimes import load_runner
-    from depthport.core.metrics import rel_l2
 
-    rows, cpu = [], {}
+    names = [n for n in ("fp32", "fp16", *FP16_STUDY) if files.get(n)]
     with native_stderr_muted():
-        for name in ("fp32", "fp16"):
-            if files.get(name):
-                runner = load_runner(files[name], threads=2)
-                cpu[name] = np.asarray(runner.run(chelsea(runner.input_shape[-2:])))
-    predicted = (run.summary.get("fp16_compute") or {}).get("rel_l2")
-    for name in ("fp32", "fp16"):
-        for precision in ("fp32", "fp16"):
-            if not files.get(name):
-                continue
+        cpu = {n: np.asarray(r.run(chelsea(r.input_shape[-2:])))
+               for n, r in ((n, load_runner(files[n], threads=2)) for n in names)}
+    predictions = run.summary.get("predictions") or {}
+    rows = []
+    for name in names:
+        predicted = (predictions.get(name) or run.summary.get("fp16_compute") or {}).get("rel_l2")
+        for precision in ("fp16",) if name in FP16_STUDY else ("fp32", "fp16"):
             out_json = run.out / f"gpu_{name}_file_{precision}_compute.json"
             try:
                 proc = subprocess.run(_python(str(Path(__file__).resolve()), "--gpu-child", str(files[name]),
@@ -207,6 +239,7 @@ def gpu_runs(run: Run, files: dict, cfg: dict) -> list[dict]:
                 "ok": False, "error": f"child exited {getattr(proc, 'returncode', None)}: {tail}"}
             if row.get("ok"):
                 depth = np.load(str(out_json).replace(".json", ".npy"))
+                row["finite"] = bool(np.isfinite(depth).all())
                 row["rel_l2_vs_cpu_same_file"] = rel_l2(depth, cpu[name])
                 row["rel_l2_vs_cpu_fp32_file"] = rel_l2(depth, cpu["fp32"]) if "fp32" in cpu else None
             row.update(file=name, gpu_precision=precision,
@@ -256,16 +289,16 @@ def _f(value, spec: str = ".1f") -> str:
 
 def _gpu_lines(gpu: list[dict], cpu_best: dict) -> list[str]:
     lines = ["", "| file | GPU compute | median ms | x best CPU | rel L2 vs CPU (same file) | vs CPU FP32 file | "
-             "predicted FP16-compute rel L2 |", "|---|---|---|---|---|---|---|"]
+             "predicted FP16-compute rel L2 | finite |", "|---|---|---|---|---|---|---|---|"]
     for g in gpu:
         if not g.get("ok"):
-            lines.append(f"| {g['file']} | {g['gpu_precision']} | failed: {g.get('error')} | | | | |")
+            lines.append(f"| {g['file']} | {g['gpu_precision']} | failed: {g.get('error')} | | | | | |")
             continue
         best = cpu_best.get(g["file"])
         x_cpu = g["median_ms"] / best if best else None
         cells = [g["file"], g["gpu_precision"], _f(g["median_ms"], ".2f"), _f(x_cpu, ".3f"),
                  _f(g["rel_l2_vs_cpu_same_file"], ".2e"), _f(g.get("rel_l2_vs_cpu_fp32_file"), ".2e"),
-                 _f(g["predicted_fp16_compute_rel_l2"], ".2e")]
+                 _f(g["predicted_fp16_compute_rel_l2"], ".2e"), "yes" if g.get("finite") else "NO"]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -342,6 +375,7 @@ def main() -> int:
     gpu = bool((run.summary["environment"] or {}).get("gpu_present"))
     files = run.step("files", make_files, run, cfg, gpu) or {}
     if gpu:
+        files.update(run.step("fp16 study files", fp16_study_files, run, cfg, need_s=90) or {})
         run.step("gpu", gpu_runs, run, files, cfg, need_s=30)
     else:
         run.summary["steps"]["gpu"] = {"status": "skipped: no GPU found (nvidia-smi)"}

@@ -7,7 +7,7 @@ model in float64 over upstream PyTorch float32's own. Then, on the .tflite, the 
 correct file and refuse every defect that moves the output beyond FP32 rounding. Ratios depend on the CPU's
 kernels (AVX2 vs AVX-512): the machine is printed.
 
-    python benchmarks/fp32_gate.py [--models da2-small,da3-small] [--size 266x350] [--images 3] [--no-defects]
+    python benchmarks/fp32_gate.py [--models da2-small,da3-small] [--size 518x686] [--images 3] [--no-defects]
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def ratio(path: Path, refs, threads: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--models", help="comma-separated ids (default: every registered id but the tiny test configs)")
-    ap.add_argument("--size", default="266x350")
+    ap.add_argument("--size", help="one shape for every id (default: each id's default shape)")
     ap.add_argument("--images", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-defects", action="store_true")
@@ -49,17 +49,17 @@ def main() -> None:
 
     console = Console()
     ids = args.models.split(",") if args.models else [i for i, s in MODELS.items() if not s.hidden]
-    hw = parse_size(args.size)
     gate = DEFAULTS["fp32"]["fp64_error_ratio"]
     images = builtin_set()[: args.images]
     console.print(f"machine: {describe(machine_info(args.threads))}; torch {torch.__version__}; gate {gate:g}x; "
-                  f"{args.size}, {len(images)} images, random weights")
+                  f"{args.size or 'default shapes'}, {len(images)} images, random weights")
     table = Table(title="fp64_error_ratio (file vs float64 / upstream FP32 vs float64)")
     for col in ("model", "file", "ratio", "gate"):
         table.add_column(col)
     work = Path(tempfile.mkdtemp(prefix="depthport-fp32-gate-"))
     for model_id in ids:
         spec = MODELS[model_id]
+        hw = parse_size(args.size) if args.size else spec.default_hw
         weights = resolve_weights(spec, "random")
         built = build(spec, hw, weights)
         refs = make_references(spec, weights, hw, None, True, images, args.threads, fp64=True)

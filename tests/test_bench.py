@@ -181,4 +181,28 @@ def test_device_run_gpu_step_on_swiftshader(tiny_tflite, tmp_path, monkeypatch):
         assert row["median_ms"] > 0 and row["rel_l2_vs_cpu_same_file"] == row["rel_l2_vs_cpu_fp32_file"]
     assert rows[0]["rel_l2_vs_cpu_same_file"] < 1e-4 and rows[1]["rel_l2_vs_cpu_same_file"] < 1e-2
     assert rows[1]["predicted_fp16_compute_rel_l2"] == 1.5e-3 and rows[0]["predicted_fp16_compute_rel_l2"] is None
+    assert all(r["finite"] for r in rows)
     assert "| fp32 | fp16 |" in device_run.markdown(run.summary)
+
+
+@pytest.mark.gpu
+def test_device_run_fp16_study_on_swiftshader(tmp_path, monkeypatch):
+    """The FP16 study's files (FP16-safe, stress weights, both) are exported with their own predictions and each
+    runs on the GPU accelerator at FP16 precision beside its prediction."""
+    from helpers import vulkan_or_skip
+
+    for key, value in vulkan_or_skip().env().items():
+        monkeypatch.setenv(key, value)
+    device_run = load_device_run()
+    run = device_run.Run(tmp_path, 600, "small")
+    run.summary["files"] = {}
+    files = device_run.fp16_study_files(run, device_run.CONFIGS["small"])
+    assert set(files) == set(device_run.FP16_STUDY) and all(files.values())
+    predictions = run.summary["predictions"]
+    assert predictions["stress"]["overflow_ops"] and not predictions["stress_safe"]["overflow_ops"]
+    rows = device_run.gpu_runs(run, files, device_run.CONFIGS["small"])
+    assert [(r["file"], r["gpu_precision"]) for r in rows] == [(n, "fp16") for n in device_run.FP16_STUDY]
+    for row in rows:
+        assert row["ok"], row.get("error")
+        assert row["predicted_fp16_compute_rel_l2"] == predictions[row["file"]]["rel_l2"]
+    assert "| stress_safe | fp16 |" in device_run.markdown(run.summary)

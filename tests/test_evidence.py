@@ -12,6 +12,8 @@ import time
 
 import numpy as np
 import pytest
+
+from depthport.verify import gates
 from PIL import Image
 
 from depthport.cli import main
@@ -69,7 +71,8 @@ def test_fp32_file_is_gated_against_float64(verified):
     assert art["status"] == "shipped" and art["checks"]["parity"]["state"] == "pass"
     p = art["parity"]
     assert p["fp64_error_ratio"] == pytest.approx(p["vs_reference_fp64"]["rel_l2_pooled"] / p["upstream_fp32_vs_fp64"])
-    assert 0 < p["fp64_error_ratio"] <= 1.25 and "fp64_error_ratio" in art["checks"]["parity"]["thresholds"]
+    assert 0 < p["fp64_error_ratio"] <= gates.FP64_RATIO_GATE
+    assert "fp64_error_ratio" in art["checks"]["parity"]["thresholds"]
     assert art["checks"]["gpu_static"]["state"] == "pass" and art["checks"]["gpu_static"]["required"] is True
     assert art["checks"]["gpu_runtime"]["state"] == NOT_MEASURED and art["checks"]["gpu_runtime"]["required"] is False
     assert report["schema_version"] == 2 and "README.md" in report["written_files"]

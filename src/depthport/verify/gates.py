@@ -4,7 +4,7 @@ be checked, is moved out of the shipped set.
 Thresholds apply to the parity summary against the upstream reference. Lower bounds: pearson_*,
 delta125_*; upper bounds: rel_l2_pooled, max_abs, fp64_error_ratio (the file's error against the upstream
 model in float64 divided by upstream float32's own error against float64: FP32 files must be no worse than
-1.25x upstream PyTorch itself). FP16 files are gated like INT8 ones, in the depth map's own terms: worst
+2x upstream PyTorch itself, ``FP64_RATIO_GATE``). FP16 files are gated like INT8 ones, in the depth map's own terms: worst
 delta<1.25 (>= 0.99, as INT8) and pooled rel. L2 (<= 1e-2, the FP16-compute prediction's tolerance) besides
 Pearson; an fp16 .pte also on FP16 arithmetic, measured or predicted (``fp16_arithmetic_verdict``). Override with a dict ``{"fp16": {"pearson_worst": 0.9995}}`` or with strings
 ``"fp16.pearson=0.9995"`` (short names: pearson, rel_l2, delta125, max_abs, mean_abs, fp64_ratio).
@@ -24,8 +24,13 @@ from ..errors import InputError
 from ..outdir import NOT_SHIPPED_DIR
 from ..core.schema import ERROR, NOT_MEASURED, NOT_SHIPPED, SKIPPED, Verdict, file_status, set_check
 
+# The float64 gate, set from data (benchmarks/fp32_gate.py, README "The float64 floor"): correct FP32 files measured
+# 1.01-1.06x on AVX2 (AMD Zen 3), up to 1.27x on AVX-512 without FP16 (AMD Zen 5) and up to 1.63x on Sapphire
+# Rapids, whose kernels accumulate differently from upstream PyTorch's; output-visible planted defects measured
+# 145x and more. 2x passes the first with margin and refuses the second.
+FP64_RATIO_GATE = 2.0
 DEFAULTS: dict[str, dict[str, float]] = {
-    "fp32": {"pearson_worst": 0.9999, "rel_l2_pooled": 1e-4, "fp64_error_ratio": 1.25},
+    "fp32": {"pearson_worst": 0.9999, "rel_l2_pooled": 1e-4, "fp64_error_ratio": FP64_RATIO_GATE},
     "fp16": {"pearson_worst": 0.999, "delta125_worst": 0.99, "rel_l2_pooled": 1e-2},
     "int8": {"delta125_worst": 0.99},
 }

@@ -1,0 +1,126 @@
+"""FP16 against its floor: PyTorch half precision, depthport's fp16 .pte measured, and the FP16 predictions.
+
+For one model and shape (random weights unless --weights), on scikit-image's astronaut, camera and chelsea, each
+against the upstream model in FP32:
+- PyTorch eager in half precision (the upstream model ``.half()`` on the CPU, whose kernels accumulate in FP32):
+  the FP16 floor;
+- depthport's ``xnnpack-fp16`` .pte as ExecuTorch runs it here, labelled with what this CPU computes (FP16
+  arithmetic with avx512_fp16 / ARMv8.2, else FP16 storage only);
+- the predictions of the same file's form: XNNPACK's f16 kernels (``accumulate="xnnpack"``), a GPU under its
+  default FP16 precision ("fp16"), FP16 tensors with FP32 accumulation ("fp32");
+- with ``--ledger``: the FP16 error ledger of the XNNPACK prediction (what keeping each part in FP32 buys);
+- the calibration figures measured on FP16 arithmetic (``depthport.fp16.calibration``) when they match.
+
+    python benchmarks/fp16_floor.py [--model da2-small] [--size 518x686] [--fp16-safe] [--ledger] [--no-pte]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from depthport.build import build
+from depthport.check.fp16_compute import xnnpack_fp16_form
+from depthport.core.images import builtin_image
+from depthport.core.machine import describe, fp16_arithmetic, machine_info
+from depthport.core.metrics import image_metrics, summarize
+from depthport.export.executorch import FORMS, backend_form, lower_xnnpack, write_pte
+from depthport.fp16 import simulate_fp16
+from depthport.fp16.calibration import load_calibration
+from depthport.fp16.ledger import fp16_ledger
+from depthport.preprocess import parse_size, to_tensor
+from depthport.quiet import native_stderr_muted
+from depthport.reference import reference_model
+from depthport.rewrites import default_rewrites
+from depthport.runtimes import load_runner
+
+IMAGES = ("astronaut", "camera", "chelsea")
+
+
+def depth(out) -> np.ndarray:
+    out = out.get("predicted_depth") if isinstance(out, dict) else out
+    return np.asarray(out.detach().double() if torch.is_tensor(out) else out, np.float64).reshape(-1)
+
+
+def figures(outputs: list[np.ndarray], refs: list[np.ndarray]) -> dict:
+    per = [image_metrics(a, b) for a, b in zip(outputs, refs)]
+    out = summarize(per)
+    out["per_image_rel_l2"] = [m["rel_l2"] for m in per]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--model", default="da2-small")
+    ap.add_argument("--size", default="518x686")
+    ap.add_argument("--weights", default="random")
+    ap.add_argument("--fp16-safe", action="store_true", help="build with both FP16 guards (--fp16-safe)")
+    ap.add_argument("--ledger", action="store_true")
+    ap.add_argument("--no-pte", action="store_true", help="skip the measured .pte")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    console = Console()
+    hw = parse_size(args.size)
+    built = build(args.model, hw, args.weights,
+                  rewrites=default_rewrites(fp16_safe=("norm", "attention") if args.fp16_safe else ()))
+    found = fp16_arithmetic()
+    console.print(f"machine: {describe(machine_info(args.threads))}; {found['reason']}")
+    console.print(f"{args.model} {args.size}, weights {built.weights.source}, rewrites {', '.join(built.rewrites)}")
+    normalize = "fold_input_normalization" not in built.rewrites
+    xs = [torch.from_numpy(to_tensor(builtin_image(n), hw, normalize=normalize)) for n in IMAGES]
+    upstream = reference_model(built.spec, built.weights).eval()
+    with torch.no_grad():
+        refs = [depth(upstream(x)) for x in xs]
+        half = upstream.half()
+        halves = [depth(half(x.half())) for x in xs]
+    rows = {"PyTorch eager .half() (FP32 accumulation): the floor": figures(halves, refs)}
+    if not args.no_pte:
+        with native_stderr_muted():
+            module, _ = backend_form(built.model, **FORMS["xnnpack-fp16"])
+            manager, _ = lower_xnnpack(module, torch.zeros(1, 3, *hw))
+            path = write_pte(manager, Path(tempfile.mkdtemp()) / "xnnpack_fp16.pte")
+            runner = load_runner(path, threads=args.threads)
+            measured = [depth(runner.run(x.numpy())) for x in xs]
+        rows[f"xnnpack-fp16 .pte measured ({found['mode']})"] = figures(measured, refs)
+    form = xnnpack_fp16_form(built.model)
+    for mode, label in (("xnnpack", "predicted: XNNPACK f16 kernels"), ("fp16", "predicted: GPU default FP16"),
+                        ("fp32", "predicted: FP16 tensors, FP32 accumulation")):
+        with console.status(label):
+            p = simulate_fp16(form, xs, accumulate=mode)
+        rows[label] = {**p.figures, "per_image_rel_l2": [m["rel_l2"] for m in p.per_image],
+                       "overflow": ", ".join(f"{e.layer} ({e.op})" for e in p.events[:2]) or "-"}
+    table = Table(title=f"FP16 vs upstream FP32 ({', '.join(IMAGES)})")
+    for col in ("run", "rel L2 pooled", "rel L2 per image", "Pearson worst", "δ<1.25 worst", "overflow"):
+        table.add_column(col)
+    for label, f in rows.items():
+        table.add_row(label, f"{f['rel_l2_pooled']:.3e}", " ".join(f"{v:.2e}" for v in f["per_image_rel_l2"]),
+                      f"{f['pearson_worst']:.6f}", f"{f['delta125_worst']:.4f}", f.get("overflow", "-"))
+    console.print(table)
+    for cal in load_calibration():
+        if cal["model"] == args.model and tuple(cal["size"]) == hw and not args.fp16_safe:
+            pred = rows["predicted: XNNPACK f16 kernels"]
+            ratio = max(pred["per_image_rel_l2"]) / cal["worst"]["rel_l2"]
+            console.print(f"calibration ({cal['cpu']}, {cal['versions']}): measured worst rel L2 "
+                          f"{cal['worst']['rel_l2']:.3g}, delta {cal['worst']['delta125']:.4g}; predicted worst "
+                          f"{max(pred['per_image_rel_l2']):.3g}, delta {pred['delta125_worst']:.4g}: "
+                          f"ratio {ratio:.2f} (within 1.5x: {1 / 1.5 <= ratio <= 1.5})")
+    if args.ledger:
+        ledger = fp16_ledger(form, xs, progress=lambda m: console.print(m))
+        lt = Table(title=f"FP16 error ledger (XNNPACK prediction, baseline rel L2 {ledger['baseline']['rel_l2']:.3e})")
+        for col in ("kept in FP32", "modules", "rel L2", "δ<1.25 worst", "share removed"):
+            lt.add_column(col)
+        for r in ledger["rows"]:
+            lt.add_row(r["group"], str(r["modules"]), f"{r['rel_l2']:.3e}", f"{r['delta125_worst']:.4f}",
+                       f"{100 * r['share_removed']:.1f} %")
+        console.print(lt)
+
+
+if __name__ == "__main__":
+    main()
