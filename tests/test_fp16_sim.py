@@ -115,30 +115,31 @@ def _sequential_fp16_dot(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndar
 
 
 def test_xnnpack_linear_is_one_fp16_fma_per_product_bit_for_bit():
-    from depthport.fp16.simulate import _linear_seq
+    from depthport.fp16.kernels import linear_fma
 
     g = torch.Generator().manual_seed(5)
     x, w, b = (torch.randn(*s, generator=g).half().float() for s in ((6, 96), (5, 96), (5,)))
     expected = _sequential_fp16_dot(x.numpy(), w.numpy(), b.numpy())
-    assert np.array_equal(_linear_seq(x, w, b).numpy(), expected)
+    assert np.array_equal(linear_fma(x, w, b).numpy(), expected)
     assert not np.array_equal(expected, torch.nn.functional.linear(x, w, b).half().float().numpy())
 
 
 def test_xnnpack_conv_and_matmul_match_their_fp32_results_to_fp16_precision():
-    from depthport.fp16.simulate import _conv2d_seq, _matmul_seq, _softmax_lanes
+    from depthport.fp16.kernels import conv2d_fma, matmul_fma, softmax_lanes
 
     g = torch.Generator().manual_seed(6)
-    x, w, bias = torch.randn(1, 6, 11, 13, generator=g), torch.randn(4, 6, 3, 3, generator=g), torch.randn(4, generator=g)
+    x, w = torch.randn(1, 6, 11, 13, generator=g), torch.randn(4, 6, 3, 3, generator=g)
+    bias = torch.randn(4, generator=g)
     ref = torch.nn.functional.conv2d(x, w, bias, stride=2, padding=1)
-    got = _conv2d_seq(x, w, bias, stride=2, padding=1)
+    got = conv2d_fma(x, w, bias, stride=2, padding=1)
     assert got.shape == ref.shape and 0 < rel(got, ref) < 5e-3
     dw = torch.randn(6, 1, 3, 3, generator=g)
-    assert 0 < rel(_conv2d_seq(x, dw, None, 1, 1, 1, 6), torch.nn.functional.conv2d(x, dw, None, 1, 1, 1, 6)) < 5e-3
+    assert 0 < rel(conv2d_fma(x, dw, None, 1, 1, 1, 6), torch.nn.functional.conv2d(x, dw, None, 1, 1, 1, 6)) < 5e-3
     a, c = torch.randn(3, 7, 40, generator=g), torch.randn(3, 40, 9, generator=g)
-    assert 0 < rel(_matmul_seq(a, c), a @ c) < 5e-3
+    assert 0 < rel(matmul_fma(a, c), a @ c) < 5e-3
     s = torch.randn(2, 3, 77, generator=g) * 3
     for dim in (-1, 1):
-        assert 0 < rel(_softmax_lanes(s, dim), s.softmax(dim)) < 2e-3
+        assert 0 < rel(softmax_lanes(s, dim), s.softmax(dim)) < 2e-3
 
 
 def rel(a, b) -> float:

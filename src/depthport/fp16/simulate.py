@@ -46,6 +46,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from . import kernels
+from .kernels import round_fp16
 from ..core.metrics import image_metrics, pearson, pooled_rel_l2, public, summarize
 
 FP16_MAX = 65504.0
@@ -64,12 +66,6 @@ _IN_PLACE_DUNDER = frozenset({"__iadd__", "__isub__", "__imul__", "__itruediv__"
 _MATMULS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm, torch.Tensor.bmm)
 _SOFTMAX = (F.softmax, torch.softmax, torch.Tensor.softmax)
 ACCUMULATE = ("fp16", "fp32", "xnnpack")
-# FP16 lanes of one vector register in XNNPACK's f16 softmax sum (AVX-512 FP16: 32; NEON: 8, in 4 accumulators).
-XNNPACK_LANES = 32
-
-
-def _round(t: torch.Tensor) -> torch.Tensor:
-    return t.to(torch.float16).to(t.dtype)
 
 
 def _is_float(t) -> bool:
@@ -94,110 +90,6 @@ def _map_floats(obj, fn):
     if isinstance(obj, list):
         return [_map_floats(o, fn) for o in obj]
     return obj
-
-
-def _accumulate(parts) -> torch.Tensor:
-    """Running float16 sum of float32 partial sums, rounded after every addition."""
-    acc = None
-    for part in parts:
-        acc = _round(part if acc is None else acc + part)
-    return acc
-
-
-def _blocks(n: int, step: int):
-    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
-
-
-def _linear(block: int, x, w, b=None):
-    out = _accumulate(F.linear(x[..., s], w[:, s]) for s in _blocks(x.shape[-1], block))
-    return out if b is None else _round(out + b)
-
-
-def _matmul(block: int, a, b):
-    if a.dim() < 2 or b.dim() < 2:
-        return torch.matmul(a, b)
-    return _accumulate(torch.matmul(a[..., s], b[..., s, :]) for s in _blocks(a.shape[-1], block))
-
-
-def _conv2d(block: int, x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
-    if groups != 1:
-        return F.conv2d(x, w, b, stride, padding, dilation, groups)
-    step = max(1, block // (w.shape[2] * w.shape[3]))
-    out = _accumulate(F.conv2d(x[:, s], w[:, s], None, stride, padding, dilation) for s in _blocks(x.shape[1], step))
-    return out if b is None else _round(out + b[None, :, None, None])
-
-
-def _fma_chain(acc: torch.Tensor, pairs) -> torch.Tensor:
-    """acc + a * b for each (a, b) in order, in float16, one rounding per step (an FP16 fused multiply-add)."""
-    for a, b in pairs:
-        acc = torch.addcmul(acc, a, b)
-    return acc
-
-
-def _half(t: torch.Tensor) -> torch.Tensor:
-    return t.to(torch.float16)
-
-
-def _linear_seq(x, w, b=None):
-    x16, w16 = _half(x).movedim(-1, 0).contiguous(), _half(w).t().contiguous()
-    shape = (*x.shape[:-1], w.shape[0])
-    acc = _half(b).expand(shape).clone() if b is not None else torch.zeros(shape, dtype=torch.float16)
-    return _fma_chain(acc, ((x16[k][..., None], w16[k]) for k in range(x16.shape[0]))).to(x.dtype)
-
-
-def _matmul_seq(a, b):
-    if a.dim() < 2 or b.dim() < 2:
-        return torch.matmul(a, b)
-    a16, b16 = _half(a).movedim(-1, 0).contiguous(), _half(b).movedim(-2, 0).contiguous()
-    shape = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
-    acc = torch.zeros(shape, dtype=torch.float16)
-    return _fma_chain(acc, ((a16[k][..., None], b16[k][..., None, :]) for k in range(a16.shape[0]))).to(a.dtype)
-
-
-def _pair(v) -> tuple[int, int]:
-    return (v, v) if isinstance(v, int) else tuple(v)
-
-
-def _conv2d_seq(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
-    """Convolution as XNNPACK's IGEMM (groups=1) or depthwise kernel: one FP16 FMA per tap and input channel."""
-    cout, cin_g, kh, kw = w.shape
-    if isinstance(padding, str) or groups not in (1, x.shape[1]) or (groups != 1 and cin_g != 1):
-        return F.conv2d(x, w, b, stride, padding, dilation, groups)
-    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
-    xp = F.pad(_half(x), (pw, pw, ph, ph))
-    ho = (xp.shape[2] - dh * (kh - 1) - 1) // sh + 1
-    wo = (xp.shape[3] - dw * (kw - 1) - 1) // sw + 1
-    shape = (x.shape[0], cout, ho, wo)
-    acc = _half(b)[None, :, None, None].expand(shape).clone() if b is not None else torch.zeros(
-        shape, dtype=torch.float16)
-    w16 = _half(w)
-    taps = [xp[:, :, i * dh: i * dh + sh * (ho - 1) + 1: sh, j * dw: j * dw + sw * (wo - 1) + 1: sw]
-            for i in range(kh) for j in range(kw)]
-    ij = [(i, j) for i in range(kh) for j in range(kw)]
-    if groups == 1:
-        pairs = ((tap[:, c: c + 1], w16[:, c, i, j][None, :, None, None])
-                 for tap, (i, j) in zip(taps, ij) for c in range(cin_g))
-    else:
-        mult = cout // x.shape[1]
-        pairs = ((tap.repeat_interleave(mult, dim=1) if mult > 1 else tap, w16[:, 0, i, j][None, :, None, None])
-                 for tap, (i, j) in zip(taps, ij))
-    return _fma_chain(acc, pairs).to(x.dtype)
-
-
-def _softmax_lanes(x, dim=-1, *_, lanes: int = XNNPACK_LANES, **__):
-    """XNNPACK's f16 softmax: max, exp(x - max) in FP16, the sum in FP16 lanes, then one horizontal sum."""
-    x16 = _half(x).movedim(dim, -1)
-    e = torch.exp(x16 - x16.amax(dim=-1, keepdim=True))
-    n = e.shape[-1]
-    pad = (-n) % lanes
-    chunks = F.pad(e, (0, pad)).unflatten(-1, (-1, lanes))
-    acc = chunks[..., 0, :].clone()
-    for k in range(1, chunks.shape[-2]):
-        acc = acc + chunks[..., k, :]
-    while acc.shape[-1] > 1:
-        half = acc.shape[-1] // 2
-        acc = acc[..., :half] + acc[..., half:]
-    return (e * (1.0 / acc.float()).to(torch.float16)).movedim(-1, dim).to(x.dtype)
 
 
 def _layer_norm(x, shape, weight=None, bias=None, eps=1e-5):
@@ -258,10 +150,10 @@ class Fp16Mode(TorchFunctionMode):
         if name in _IN_PLACE_DUNDER or (name.endswith("_") and not name.startswith("__")):
             target = args[0]
             if _is_float(target):
-                target.copy_(_round(target))
+                target.copy_(round_fp16(target))
             out = target if name != "__setitem__" else out
         else:
-            out = _map_floats(out, _round)
+            out = _map_floats(out, round_fp16)
         self._check(name, args, kwargs, out)
         return out
 
@@ -271,20 +163,20 @@ class Fp16Mode(TorchFunctionMode):
                 return _layer_norm(*args, **kwargs)
         if self.accumulate == "xnnpack":
             if func is F.linear:
-                return _linear_seq(*args, **kwargs)
+                return kernels.linear_fma(*args, **kwargs)
             if func is F.conv2d:
-                return _conv2d_seq(*args, **kwargs)
+                return kernels.conv2d_fma(*args, **kwargs)
             if func in _MATMULS:
-                return _matmul_seq(*args, **kwargs)
+                return kernels.matmul_fma(*args, **kwargs)
             if func in _SOFTMAX:
-                return _softmax_lanes(*args, **kwargs)
+                return kernels.softmax_lanes(*args, **kwargs)
         if self.accumulate == "fp16":
             if func is F.linear:
-                return _linear(self.block, *args, **kwargs)
+                return kernels.linear_blocked(self.block, *args, **kwargs)
             if func is F.conv2d:
-                return _conv2d(self.block, *args, **kwargs)
+                return kernels.conv2d_blocked(self.block, *args, **kwargs)
             if func in _MATMULS:
-                return _matmul(self.block, *args, **kwargs)
+                return kernels.matmul_blocked(self.block, *args, **kwargs)
         return func(*args, **kwargs)
 
     def _observe(self, name, out) -> None:
@@ -363,7 +255,7 @@ def method_text(accumulate: str, block: int = 32) -> str:
                     "under its default FP16 precision",
             "fp32": "fp32 accumulation in matrix products (FP16 tensors, FP32 accumulation)",
             "xnnpack": "XNNPACK's f16 kernels: one FP16 fused multiply-add per product in matrix products and "
-                       f"convolutions, softmax summed in {XNNPACK_LANES} FP16 lanes"}[accumulate]
+                       f"convolutions, softmax summed in {kernels.XNNPACK_LANES} FP16 lanes"}[accumulate]
     return f"PyTorch on CPU, every op output rounded to float16, {what}; vs the same model in float32"
 
 
@@ -403,7 +295,7 @@ def fp16_copy(model: nn.Module) -> nn.Module:
     with torch.no_grad():
         for t in list(sim.parameters()) + list(sim.buffers()):
             if _is_float(t):
-                t.copy_(_round(t))
+                t.copy_(round_fp16(t))
     return sim
 
 

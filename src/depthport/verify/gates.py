@@ -1,17 +1,18 @@
-"""Parity thresholds per precision, and the shipping rule: a file that fails a required check, or could not
-be checked, is moved out of the shipped set.
+"""Parity thresholds per precision, and the shipping rule: a file that fails a required check, or could not be checked,
+is moved out of the shipped set.
 
-Thresholds apply to the parity summary against the upstream reference. Lower bounds: pearson_*,
-delta125_*; upper bounds: rel_l2_pooled, max_abs, fp64_error_ratio (the file's error against the upstream
-model in float64 divided by upstream float32's own error against float64: FP32 files must be no worse than
-2x upstream PyTorch itself, ``FP64_RATIO_GATE``). FP16 files are gated like INT8 ones, in the depth map's own terms: worst
-delta<1.25 (>= 0.99, as INT8) and pooled rel. L2 (<= 1e-2, the FP16-compute prediction's tolerance) besides
-Pearson; an fp16 .pte also on FP16 arithmetic, measured or predicted (``fp16_arithmetic_verdict``). Override with a dict ``{"fp16": {"pearson_worst": 0.9995}}`` or with strings
-``"fp16.pearson=0.9995"`` (short names: pearson, rel_l2, delta125, max_abs, mean_abs, fp64_ratio).
+Thresholds apply to the parity summary against the upstream reference. Lower bounds: pearson_*, delta125_*; upper
+bounds: rel_l2_pooled, max_abs, fp64_error_ratio (the file's error against the upstream model in float64 divided by
+upstream float32's own error against float64: FP32 files must be no worse than 2x upstream PyTorch itself,
+``FP64_RATIO_GATE``). FP16 files are gated like INT8 ones, in the depth map's own terms: worst delta<1.25 (>= 0.99,
+as INT8) and pooled rel. L2 (<= 1e-2, the FP16-compute prediction's tolerance) besides Pearson; an fp16 .pte also on
+FP16 arithmetic, measured or predicted (``fp16_arithmetic_verdict``). Override with a dict ``{"fp16":
+{"pearson_worst": 0.9995}}`` or with strings ``"fp16.pearson=0.9995"`` (short names: pearson, rel_l2, delta125,
+max_abs, mean_abs, fp64_ratio).
 
-Metric models (output in metres, or in metres once scaled by the focal length) are also gated in the output's
-own unit: the worst image's mean absolute error (``mean_abs_worst``), at most ``METRIC_DEFAULTS`` metres per
-precision (for canonical depth: metres at the reference focal length), besides the relative gates.
+Metric models (output in metres, or in metres once scaled by the focal length) are also gated in the output's own
+unit: the worst image's mean absolute error (``mean_abs_worst``), at most ``METRIC_DEFAULTS`` metres per precision
+(for canonical depth: metres at the reference focal length), besides the relative gates.
 """
 
 from __future__ import annotations

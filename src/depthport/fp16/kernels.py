@@ -1,0 +1,127 @@
+"""FP16 kernels in PyTorch, for the simulation (``simulate``): how two kinds of FP16 device accumulate.
+
+- GPU under its default FP16 precision (``*_blocked``): the reduction in blocks of ``block`` products summed in
+  float32, the running sum rounded to float16 after every block;
+- XNNPACK's f16 kernels (``*_fma``, ``softmax_lanes``): the accumulator starts at the bias and takes one FP16
+  fused multiply-add per product, in order (``vfmaq_f16`` / ``_mm512_fmadd_ph``); softmax sums exp in FP16 lanes.
+
+Inputs are float32 tensors holding float16 values; outputs are float32 tensors holding float16 values.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+# FP16 lanes of one vector register in XNNPACK's f16 softmax sum (AVX-512 FP16: 32; NEON: 8, in 4 accumulators).
+XNNPACK_LANES = 32
+
+
+def round_fp16(t: torch.Tensor) -> torch.Tensor:
+    """t rounded to float16 (round to nearest even), kept in t's dtype."""
+    return t.to(torch.float16).to(t.dtype)
+
+
+def _accumulate_fp16(parts) -> torch.Tensor:
+    """Running float16 sum of float32 partial sums, rounded after every addition."""
+    acc = None
+    for part in parts:
+        acc = round_fp16(part if acc is None else acc + part)
+    return acc
+
+
+def _blocks(n: int, step: int):
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+
+
+def linear_blocked(block: int, x, w, b=None):
+    out = _accumulate_fp16(F.linear(x[..., s], w[:, s]) for s in _blocks(x.shape[-1], block))
+    return out if b is None else round_fp16(out + b)
+
+
+def matmul_blocked(block: int, a, b):
+    if a.dim() < 2 or b.dim() < 2:
+        return torch.matmul(a, b)
+    return _accumulate_fp16(torch.matmul(a[..., s], b[..., s, :]) for s in _blocks(a.shape[-1], block))
+
+
+def conv2d_blocked(block: int, x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    if groups != 1:
+        return F.conv2d(x, w, b, stride, padding, dilation, groups)
+    step = max(1, block // (w.shape[2] * w.shape[3]))
+    out = _accumulate_fp16(F.conv2d(x[:, s], w[:, s], None, stride, padding, dilation)
+                           for s in _blocks(x.shape[1], step))
+    return out if b is None else round_fp16(out + b[None, :, None, None])
+
+
+def fma_chain(acc: torch.Tensor, pairs) -> torch.Tensor:
+    """acc + a * b for each (a, b) in order, in float16, one rounding per step (an FP16 fused multiply-add)."""
+    for a, b in pairs:
+        acc = torch.addcmul(acc, a, b)
+    return acc
+
+
+def _half(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.float16)
+
+
+def linear_fma(x, w, b=None):
+    x16, w16 = _half(x).movedim(-1, 0).contiguous(), _half(w).t().contiguous()
+    shape = (*x.shape[:-1], w.shape[0])
+    acc = _half(b).expand(shape).clone() if b is not None else torch.zeros(shape, dtype=torch.float16)
+    return fma_chain(acc, ((x16[k][..., None], w16[k]) for k in range(x16.shape[0]))).to(x.dtype)
+
+
+def matmul_fma(a, b):
+    if a.dim() < 2 or b.dim() < 2:
+        return torch.matmul(a, b)
+    a16, b16 = _half(a).movedim(-1, 0).contiguous(), _half(b).movedim(-2, 0).contiguous()
+    shape = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+    acc = torch.zeros(shape, dtype=torch.float16)
+    return fma_chain(acc, ((a16[k][..., None], b16[k][..., None, :]) for k in range(a16.shape[0]))).to(a.dtype)
+
+
+def _pair(v) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def conv2d_fma(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """Convolution as XNNPACK's IGEMM (groups=1) or depthwise kernel: one FP16 FMA per tap and input channel."""
+    cout, cin_g, kh, kw = w.shape
+    if isinstance(padding, str) or groups not in (1, x.shape[1]) or (groups != 1 and cin_g != 1):
+        return F.conv2d(x, w, b, stride, padding, dilation, groups)
+    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+    xp = F.pad(_half(x), (pw, pw, ph, ph))
+    ho = (xp.shape[2] - dh * (kh - 1) - 1) // sh + 1
+    wo = (xp.shape[3] - dw * (kw - 1) - 1) // sw + 1
+    shape = (x.shape[0], cout, ho, wo)
+    acc = _half(b)[None, :, None, None].expand(shape).clone() if b is not None else torch.zeros(
+        shape, dtype=torch.float16)
+    w16 = _half(w)
+    taps = [xp[:, :, i * dh: i * dh + sh * (ho - 1) + 1: sh, j * dw: j * dw + sw * (wo - 1) + 1: sw]
+            for i in range(kh) for j in range(kw)]
+    ij = [(i, j) for i in range(kh) for j in range(kw)]
+    if groups == 1:
+        pairs = ((tap[:, c: c + 1], w16[:, c, i, j][None, :, None, None])
+                 for tap, (i, j) in zip(taps, ij) for c in range(cin_g))
+    else:
+        mult = cout // x.shape[1]
+        pairs = ((tap.repeat_interleave(mult, dim=1) if mult > 1 else tap, w16[:, 0, i, j][None, :, None, None])
+                 for tap, (i, j) in zip(taps, ij))
+    return fma_chain(acc, pairs).to(x.dtype)
+
+
+def softmax_lanes(x, dim=-1, *_, lanes: int = XNNPACK_LANES, **__):
+    """XNNPACK's f16 softmax: max, exp(x - max) in FP16, the sum in FP16 lanes, then one horizontal sum."""
+    x16 = _half(x).movedim(dim, -1)
+    e = torch.exp(x16 - x16.amax(dim=-1, keepdim=True))
+    n = e.shape[-1]
+    pad = (-n) % lanes
+    chunks = F.pad(e, (0, pad)).unflatten(-1, (-1, lanes))
+    acc = chunks[..., 0, :].clone()
+    for k in range(1, chunks.shape[-2]):
+        acc = acc + chunks[..., k, :]
+    while acc.shape[-1] > 1:
+        half = acc.shape[-1] // 2
+        acc = acc[..., :half] + acc[..., half:]
+    return (e * (1.0 / acc.float()).to(torch.float16)).movedim(-1, dim).to(x.dtype)
