@@ -11,7 +11,8 @@ against the upstream model in FP32:
 - with ``--ledger``: the FP16 error ledger of the XNNPACK prediction (what keeping each part in FP32 buys);
 - the calibration figures measured on FP16 arithmetic (``depthport.fp16.calibration``) when they match.
 
-    python benchmarks/fp16_floor.py [--model da2-small] [--size 518x686] [--fp16-safe] [--ledger] [--no-pte]
+    python benchmarks/fp16_floor.py [--model da2-small] [--size 518x686] [--fp16-safe] [--split-k 16] [--ledger]
+                                    [--no-pte]
 """
 
 from __future__ import annotations
@@ -61,12 +62,15 @@ def main() -> None:
     ap.add_argument("--size", default="518x686")
     ap.add_argument("--weights", default="random")
     ap.add_argument("--fp16-safe", action="store_true", help="build with both FP16 guards (--fp16-safe)")
+    ap.add_argument("--split-k", type=int, help="the xnnpack-fp16 form with reductions in chunks of N (export.split_k)")
     ap.add_argument("--ledger", action="store_true")
     ap.add_argument("--no-pte", action="store_true", help="skip the measured .pte")
+    ap.add_argument("--time", type=int, metavar="ROUNDS",
+                    help="with --split-k: time the split and the unsplit .pte, interleaved, ROUNDS rounds")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    console = Console()
+    console = Console(width=200)
     hw = parse_size(args.size)
     built = build(args.model, hw, args.weights,
                   rewrites=default_rewrites(fp16_safe=("norm", "attention") if args.fp16_safe else ()))
@@ -83,13 +87,24 @@ def main() -> None:
     rows = {"PyTorch eager .half() (FP32 accumulation): the floor": figures(halves, refs)}
     if not args.no_pte:
         with native_stderr_muted():
-            module, _ = backend_form(built.model, **FORMS["xnnpack-fp16"])
+            module, _ = backend_form(built.model, **{**FORMS["xnnpack-fp16"], "split_k": args.split_k})
             manager, _ = lower_xnnpack(module, torch.zeros(1, 3, *hw))
             path = write_pte(manager, Path(tempfile.mkdtemp()) / "xnnpack_fp16.pte")
             runner = load_runner(path, threads=args.threads)
             measured = [depth(runner.run(x.numpy())) for x in xs]
         rows[f"xnnpack-fp16 .pte measured ({found['mode']})"] = figures(measured, refs)
-    form = xnnpack_fp16_form(built.model)
+        if args.time and args.split_k:
+            from depthport.bench import Entry, time_interleaved
+
+            with native_stderr_muted():
+                plain, _ = backend_form(built.model, **{**FORMS["xnnpack-fp16"], "split_k": 0})
+                plain_path = write_pte(lower_xnnpack(plain, torch.zeros(1, 3, *hw))[0], path.with_name("plain.pte"))
+                entries = [Entry(label, load_runner(f, threads=args.threads), xs[0].numpy())
+                           for label, f in (("unsplit", plain_path), (f"split {args.split_k}", path))]
+                timed = time_interleaved(entries, args.time)
+            console.print("latency on this CPU (" + found["mode"] + "), median ms over interleaved rounds: " + ", ".join(
+                f"{r['label']} {r['median']:.1f} (x{r['ratio']['paired']:.3f} paired)" for r in timed))
+    form = xnnpack_fp16_form(built.model, args.split_k)
     for mode, label in (("xnnpack", "predicted: XNNPACK f16 kernels"), ("fp16", "predicted: GPU default FP16"),
                         ("fp32", "predicted: FP16 tensors, FP32 accumulation")):
         with console.status(label):
@@ -104,7 +119,7 @@ def main() -> None:
                       f"{f['pearson_worst']:.6f}", f"{f['delta125_worst']:.4f}", f.get("overflow", "-"))
     console.print(table)
     for cal in load_calibration():
-        if cal["model"] == args.model and tuple(cal["size"]) == hw and not args.fp16_safe:
+        if cal["model"] == args.model and tuple(cal["size"]) == hw and not (args.fp16_safe or args.split_k):
             pred = rows["predicted: XNNPACK f16 kernels"]
             ratio = max(pred["per_image_rel_l2"]) / cal["worst"]["rel_l2"]
             console.print(f"calibration ({cal['cpu']}, {cal['versions']}): measured worst rel L2 "

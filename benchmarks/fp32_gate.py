@@ -29,7 +29,7 @@ from depthport.quiet import native_stderr_muted
 from depthport.registry import MODELS
 from depthport.verify.gates import DEFAULTS
 from depthport.verify.planted import BELOW_FP32_NOISE, DEFECTS
-from depthport.verify.step import make_references, verify_file
+from depthport.verify.stage import make_references, verify_file
 
 
 def ratio(path: Path, refs, threads: int) -> float:
@@ -47,7 +47,7 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    console = Console()
+    console = Console(width=200)
     ids = args.models.split(",") if args.models else [i for i, s in MODELS.items() if not s.hidden]
     gate = DEFAULTS["fp32"]["fp64_error_ratio"]
     images = builtin_set()[: args.images]

@@ -67,7 +67,7 @@ def test_two_real_files_interleaved_with_medians_and_ratios(files):
 
 
 def test_export_step_records_latency_per_artifact(files, tiny_built):
-    from depthport.bench import step
+    from depthport.bench import stage as step
     from depthport.export.targets import ExportContext, artifact_entry
 
     ctx = ExportContext(tiny_built, files[0].parent, "da2_tiny", options={"threads": 1})

@@ -12,7 +12,7 @@ from depthport.export.litert import export_tflite
 from depthport.registry import get_spec
 from depthport.verify import gates
 from depthport.verify.planted import BELOW_FP32_NOISE, DEFECTS
-from depthport.verify.step import make_references, verify_file
+from depthport.verify.stage import make_references, verify_file
 
 TINY_IDS = ("da2-tiny", "da2-metric-tiny", "da3-tiny", "da3-metric-tiny", "da3-mono-tiny")
 VISIBLE = [name for name in DEFECTS if name not in BELOW_FP32_NOISE]

@@ -18,7 +18,7 @@ from depthport.build import build, resolve_weights
 from depthport.models.depth_anything_v2 import CONFIGS
 from depthport.reference import OfficialResamplingReference, TransformersReference, reference_model
 from depthport.registry import get_spec
-from depthport.verify.step import reference_label
+from depthport.verify.stage import reference_label
 from depthport.weights.formats import OFFICIAL
 
 from helpers import image_batch, rel_l2

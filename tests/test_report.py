@@ -18,12 +18,12 @@ from helpers import TINY_HW as HW
 @pytest.fixture(scope="module")
 def exported(tiny_built, tiny_tflite, tmp_path_factory):
     """verify -> bench -> report steps over two copies of a tiny LiteRT file; one is gated out."""
-    from depthport.bench import step as bench_step
+    from depthport.bench import stage as bench_step
     from depthport.check import stage as check_step
     from depthport.export.litert import tflite_entry
     from depthport.export.targets import ExportContext
-    from depthport.report import step as report_step
-    from depthport.verify import step as verify_step
+    from depthport.report import stage as report_step
+    from depthport.verify import stage as verify_step
     from depthport.core.images import builtin_image
 
     built, path = tiny_built, tiny_tflite

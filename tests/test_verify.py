@@ -135,7 +135,7 @@ def test_builtin_images_load_offline():
 
 
 def test_tiny_tflite_matches_the_transformers_reference(tiny, images):
-    from depthport.verify.step import make_references, verify_file
+    from depthport.verify.stage import make_references, verify_file
 
     built, path = tiny
     refs = make_references(built.spec, built.weights, HW, built.model, True, images, threads=2, fp64=True)
@@ -199,7 +199,7 @@ def _export_ctx(tiny, out_dir, **options):
 
 
 def test_verify_step_moves_a_failing_variant_to_not_shipped(tiny, tmp_path, images):
-    from depthport.verify import step
+    from depthport.verify import stage as step
 
     source = tmp_path / "images"
     source.mkdir()

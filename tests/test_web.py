@@ -21,7 +21,7 @@ pytestmark = pytest.mark.browser
 def browser_or_skip():
     """Chromium, Playwright and the pinned npm runtimes (scripts/setup_web.sh), or skip (fail in CI)."""
     from depthport.errors import InputError
-    from depthport.web.browser import CHROMIUM, SETUP_HINT
+    from depthport.web.chromium import CHROMIUM, SETUP_HINT
     from depthport.web.runtimes import RUNTIMES, runtime_files
 
     if not CHROMIUM.is_file():
@@ -153,7 +153,7 @@ def test_page_preprocessing_is_pillow_bicubic(web_export):
     from PIL import Image
 
     from depthport.preprocess import to_tensor
-    from depthport.web.browser import shared_browser
+    from depthport.web.chromium import shared_browser
     from depthport.web.server import serving
 
     report, out = web_export
@@ -200,7 +200,7 @@ def test_a_backend_not_asked_for_is_not_measured(litert_verified):
     from depthport.cli.verify_web import parse_backends
     from depthport.errors import InputError
     from depthport.core.schema import UNVERIFIED, Verdict, file_status, set_check, skipped_only
-    from depthport.verify.browser import WebJob, not_run_reason
+    from depthport.verify.web_folder import WebJob, not_run_reason
 
     job = WebJob(litert_verified[0], None, None, None, backends=parse_backends("wasm"))
     why, cause = not_run_reason(job, "webgpu-fp32", "google swiftshader")
@@ -214,7 +214,7 @@ def test_a_backend_not_asked_for_is_not_measured(litert_verified):
 
 def test_fallback_to_wasm_is_a_failure():
     """A WebGPU run that LiteRT.js recompiled for WASM (or that logged ops on the CPU) fails, with the reason."""
-    from depthport.check.browser import fp16_mode, gpu_evidence, webgpu_fp32_verdict
+    from depthport.check.webgpu_verdict import fp16_mode, gpu_evidence, webgpu_fp32_verdict
 
     fallback = gpu_evidence({"accelerator": "wasm", "fully_accelerated": True}, {"dispatches": 0},
                             ["warn: [LiteRT] Model not fully compiled for webgpu on non-JSPI browser. Falling back"])
@@ -234,7 +234,7 @@ def test_shaders_webgpu_refuses_fail_the_run():
     """Measured with DA-V2-Small at 126x168: LiteRT.js 2.5.3 with precision 'fp16' on an adapter without shader-f16
     emits three Winograd shaders with f16 constants; WebGPU refuses them, the page gets no exception and reads back
     zeros (rel. L2 1.0 vs CPU). That is a failed run with the reason, not an FP16 precision figure."""
-    from depthport.check.browser import fp16_mode, gpu_evidence, webgpu_fp16_verdict
+    from depthport.check.webgpu_verdict import fp16_mode, gpu_evidence, webgpu_fp16_verdict
 
     console = ["warning: Error while parsing WGSL: :12:25 error: 'f16' type used without 'f16' extension enabled\n"
                "const Bt_buffer = array<f16, 36>(", "warning: [Invalid CommandBuffer] is invalid due to a previous error."]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from .atomic import write_text
-from .bench import step as bench_stage
+from .bench import stage as bench_stage
 from .build import build
 from .check import stage as check_stage
 from .errors import InputError
@@ -18,12 +18,12 @@ from .export.context import ExportContext, StageOptions
 from .export.targets import TARGETS
 from .outdir import require_folder, staged, written
 from .registry import ModelSpec, get_spec
-from .report import card_step as card_stage
-from .report import step as report_stage
+from .report import card_stage
+from .report import stage as report_stage
 from .core.provenance import machine, versions
 from .core.schema import dumps
 from .rewrites import default_rewrites
-from .verify import step as verify_stage
+from .verify import stage as verify_stage
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,7 +63,7 @@ def ledger_stage(ctx: ExportContext, report: dict) -> None:
     from .preprocess import to_tensor
     from .rewrites.ledger import measure
 
-    if "ledger" in ctx.options.skip:
+    if ctx.options.skips("ledger"):
         return
     b = ctx.built
     x = to_tensor(Image.fromarray(skimage.data.chelsea()), b.input_hw)
@@ -121,7 +121,7 @@ def run_export(opts: ExportOptions, progress=None) -> dict:
         ctx = ExportContext(built, folder, spec.id.replace("-", "_"), options=opts.stages, progress=progress)
         report = new_report(opts, spec, built)
         for stage in STAGES:  # a stage skipped on request records that itself (verify: every file unverified)
-            skipped = stage.name.split()[-1] in ctx.options.skip
+            skipped = ctx.options.skips(stage.name.split()[-1])
             with progress.stage(stage.name + (" (skipped on request)" if skipped else "")):
                 stage.run(ctx, report)
         report["written_files"] = written(folder) + ["report.json"]

@@ -48,12 +48,15 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
     return entry
 
 
-def xnnpack_fp16_form(model: torch.nn.Module) -> torch.nn.Module:
-    """The model in the form the ``xnnpack-fp16`` target lowers (pre-scaled norms, sigmoid GELU), in FP32: what
-    the XNNPACK prediction simulates."""
+def xnnpack_fp16_form(model: torch.nn.Module, split_k: int | None = None) -> torch.nn.Module:
+    """The model in the form the ``xnnpack-fp16`` target lowers (pre-scaled norms, sigmoid GELU, short reductions),
+    in FP32: what the XNNPACK prediction simulates. ``split_k`` overrides the target's chunk."""
     from ..export.executorch import FORMS, backend_form
 
-    return backend_form(model, **{**FORMS["xnnpack-fp16"], "fp16_io": False})[0]
+    form = {**FORMS["xnnpack-fp16"], "fp16_io": False}
+    if split_k is not None:
+        form["split_k"] = split_k
+    return backend_form(model, **form)[0]
 
 
 def fp16_arithmetic_entry(predict: Callable[[], dict | None], machine: dict | None = None) -> dict:

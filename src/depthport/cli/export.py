@@ -117,7 +117,7 @@ def run(args) -> int:
     opts = options_from(args)
     err = status_console()
     licence_notice(err, opts)
-    if "verify" in opts.stages.skip:
+    if opts.stages.skips("verify"):
         err.print("[yellow]--skip verify: parity is not measured; every file is UNVERIFIED[/]")
     live = err.is_terminal and not args.quiet
     with terminate_as_interrupt(), native_stderr_muted(not args.verbose):

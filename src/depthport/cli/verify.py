@@ -75,7 +75,7 @@ def run(args) -> int:
     from ..verify import gates
     from ..core.images import image_set
     from ..verify.parity import check_shapes
-    from ..verify.step import accuracy_block, figures_entry, make_references, summary_block, verify_file
+    from ..verify.stage import accuracy_block, figures_entry, make_references, summary_block, verify_file
 
     paths = [Path(f) for f in args.files]
     if any(p.is_dir() and p.suffix not in MODEL_SUFFIXES for p in paths):  # a web export: its page in Chromium

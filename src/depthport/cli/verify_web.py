@@ -10,7 +10,7 @@ from ..errors import InputError
 
 
 def parse_backends(text: str) -> tuple[str, ...]:
-    from ..verify.browser import BACKENDS
+    from ..verify.web_folder import BACKENDS
 
     names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
     unknown = [n for n in names if n not in BACKENDS]
@@ -23,9 +23,9 @@ def measure(args, folder: Path, config: dict):
     """(built, refs, source, WebResult) for one web folder."""
     from ..build import build
     from ..registry import get_spec
-    from ..verify.browser import WebJob, verify_folder
+    from ..verify.web_folder import WebJob, verify_folder
     from ..core.images import image_set
-    from ..verify.step import make_references
+    from ..verify.stage import make_references
 
     backends = parse_backends(args.backends)
     spec = get_spec(args.reference or config["model"])
@@ -55,8 +55,8 @@ def run_web(args, paths: list[Path]) -> int:
     from ..report.html import write_html
     from ..core.provenance import command_line, machine, versions
     from ..core.schema import SHIPPED, UNVERIFIED, Verdict, dumps, file_status, set_check, skipped_only
-    from ..verify import browser, gates
-    from ..verify.step import figures_entry, summary_block
+    from ..verify import gates, web_folder
+    from ..verify.stage import figures_entry, summary_block
     from ..web.folder import folder_bytes, read_config
     from .common import console
 
@@ -70,7 +70,7 @@ def run_web(args, paths: list[Path]) -> int:
     art = {"file": str(folder), "target": target, "precision": "fp32", "bytes": folder_bytes(folder),
            "input_shape": config["input_shape"], "runtime": f"{config['runtime']} {config['runtime_version']}",
            "web": {"runtime": config["runtime"], "model_file": config["model_file"]}}
-    browser.record(art, result)
+    web_folder.record(art, result)
     thresholds = gates.thresholds(args.gate, built.spec.metric)
     art["gate"] = gates.evaluate(art["parity"], "fp32", thresholds)
     set_check(art, "parity", Verdict.from_dict(art["gate"]), required=True)

@@ -31,6 +31,10 @@ class StageOptions:
     def __post_init__(self):
         self.skip = frozenset(self.skip)
 
+    def skips(self, stage: str) -> bool:
+        """Whether ``stage`` (ledger, verify, bench, report, card) was skipped on request."""
+        return stage in self.skip
+
     @classmethod
     def of(cls, value: StageOptions | dict | None) -> StageOptions:
         if isinstance(value, cls):

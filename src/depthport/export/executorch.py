@@ -25,10 +25,11 @@ from torch import nn
 
 from ..atomic import atomic_path
 from ..fp16.safe import Fp16SafeScaleNorm
-from ..models.layers import LOGIT_BOUND, Attention, Mlp, Resize, ScaleNorm
+from ..models.layers import LOGIT_BOUND, Attention, Mlp, Resize, ScaleNorm, slices, tree_sum
 from ..errors import InputError, MissingDependency
 from .context import ExportContext, artifact_entry
 from .delegation import delegation_report
+from .split_k import split_reductions
 
 
 def fp16_norm_scale(dim: int) -> float:
@@ -59,11 +60,23 @@ class LinearMeanNorm(nn.Module):
         self.register_buffer("scale", torch.tensor([scale]), persistent=False)
         self.prescale = scale != 1.0
 
+    def split(self, chunk: int) -> None:
+        """The means' (1, C) maps as constant chunks of ``chunk`` channels, tree-summed (``split_k``)."""
+        self.chunks = slices(self.avg.shape[1], chunk)
+        for i, s in enumerate(self.chunks):
+            self.register_buffer(f"avg_{i}", self.avg[:, s].clone(), persistent=False)
+
+    def _mean(self, x: torch.Tensor, eps: torch.Tensor | None) -> torch.Tensor:
+        if not hasattr(self, "chunks"):
+            return F.linear(x, self.avg, eps)
+        return tree_sum([F.linear(x[..., s], getattr(self, f"avg_{i}"), eps if i == 0 else None)
+                         for i, s in enumerate(self.chunks)])
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.prescale:
             x = x * self.scale
-        d = x if self.centered else x - F.linear(x, self.avg)
-        return x * torch.rsqrt(F.linear(d * d, self.avg, self.eps))
+        d = x if self.centered else x - self._mean(x, None)
+        return x * torch.rsqrt(self._mean(d * d, self.eps))
 
 
 class SigmoidGeluMlp(nn.Module):
@@ -97,11 +110,12 @@ class Fp16IO(nn.Module):
 
 
 def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gelu: bool = False,
-                 fp16_io: bool = False) -> tuple[nn.Module, list[str]]:
+                 fp16_io: bool = False, split_k: int | None = None) -> tuple[nn.Module, list[str]]:
     """(a copy of ``model`` in the form the ExecuTorch targets export, the changes made to it).
 
     ``fp16_range_norm`` pre-scales the norms (for fp16 compute), ``sigmoid_gelu`` uses the sigmoid-form tanh GELU
-    (for XNNPACK fp16), ``fp16_io`` runs the copy in fp16 between float32 casts.
+    (for XNNPACK fp16), ``fp16_io`` runs the copy in fp16 between float32 casts, ``split_k`` cuts every long
+    reduction into chunks of that many products (``split_k.split_reductions``: XNNPACK accumulates in FP16).
     """
     out = copy.deepcopy(model).eval()
     counts = {"mean": 0, "norm": 0, "gelu": 0, "keys": 0, "clamped": 0}
@@ -138,6 +152,11 @@ def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gel
     if counts["gelu"]:
         changes.append(f"{counts['gelu']} GELUs as tanh approximation x*sigmoid(x*(a+b*x^2)) (approximation, "
                        "< 5e-4 abs)")
+    if split_k:
+        done = split_reductions(out, split_k)
+        changes.append(f"reductions longer than {split_k} products in chunks, tree-summed ({done['linear']} linears, "
+                       f"{done['conv']} convolutions, {done['matmul']} attentions and norms): exact but for "
+                       "float32 reassociation; XNNPACK's FP16 accumulation error ~sqrt(chunk) instead of ~sqrt(K)")
     if fp16_io:
         changes.append("fp16 compute between float32 input/output casts")
     return (Fp16IO(out) if fp16_io else out), changes

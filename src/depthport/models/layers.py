@@ -18,6 +18,25 @@ class LayerScale(nn.Module):
         return x * self.gamma
 
 
+# Short FP16 reductions (export.split_k): a dot product cut into chunks whose results are added pairwise.
+def tree_sum(parts: list[torch.Tensor]) -> torch.Tensor:
+    """Pairwise sum: log2(len) roundings on any path instead of len - 1."""
+    while len(parts) > 1:
+        parts = [parts[i] + parts[i + 1] if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
+def slices(n: int, step: int) -> list[slice]:
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+
+
+def matmul_split(a: torch.Tensor, b: torch.Tensor, chunk: int | None) -> torch.Tensor:
+    """a @ b with the reduction (a's last axis) cut into chunks of ``chunk``, the results tree-summed."""
+    if not chunk or a.shape[-1] <= chunk:
+        return a @ b
+    return tree_sum([a[..., s] @ b[..., s, :] for s in slices(a.shape[-1], chunk)])
+
+
 # Guarded logits below max - GUARD_FLOOR * guard (-32768 for guard 256) are raised to it: exp of either is 0 in FP32.
 GUARD_FLOOR = 128.0
 
@@ -70,6 +89,7 @@ class Attention(nn.Module):
     # logits restored in softmax; clamped where the backend has no max reduction (export.executorch.backend_form).
     guarded = False
     logit_mode = "shift"
+    split_k: int | None = None  # set by export.split_k: both matmuls' reductions in chunks, tree-summed
 
     def _heads(self, t: torch.Tensor) -> torch.Tensor:
         return t.reshape(t.shape[0], self.heads, self.head_dim).transpose(0, 1)
@@ -82,10 +102,11 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, v = self._heads(self.q(x)), self._heads(self.v(x))
-        logits = q @ self._keys_t(x)
+        logits = matmul_split(q, self._keys_t(x), self.split_k)
         if self.scale != 1.0:
             logits = logits * self.scale
-        out = attention_weights(logits, self.guard if self.guarded else None, self.logit_mode) @ v
+        out = matmul_split(attention_weights(logits, self.guard if self.guarded else None, self.logit_mode), v,
+                           self.split_k)
         return self.proj(out.transpose(0, 1).reshape(x.shape[0], -1))
 
 

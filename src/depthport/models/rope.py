@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import attention_weights
+from .layers import attention_weights, matmul_split
 
 
 def token_positions(grid_hw: tuple[int, int], same: bool) -> torch.Tensor:
@@ -181,8 +181,10 @@ class SplitHeadRopeAttention(nn.Module):
 
     guarded = False  # set by fp16.safe.fp16_safe_attention, with a ``guard`` buffer (see layers.attention_weights)
     logit_mode = "shift"
+    split_k: int | None = None  # set by export.split_k (see layers.matmul_split)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        logits = self.q(x) @ self.k(x).transpose(1, 2)
-        out = attention_weights(logits, self.guard if self.guarded else None, self.logit_mode) @ _split_heads(self.v(x), self.heads)
+        logits = matmul_split(self.q(x), self.k(x).transpose(1, 2), self.split_k)
+        weights = attention_weights(logits, self.guard if self.guarded else None, self.logit_mode)
+        out = matmul_split(weights, _split_heads(self.v(x), self.heads), self.split_k)
         return self.proj(out.transpose(0, 1).reshape(x.shape[0], -1))

@@ -1,5 +1,5 @@
 """verify: parity with the upstream PyTorch model (and float64), ground-truth accuracy, gates and file status; web
-folders in headless Chromium (``browser``), dynamic-shape files at several shapes (``shapes``). Layer 5, above
+folders in headless Chromium (``web_folder``), dynamic-shape files at several shapes (``shapes``). Layer 5, above
 check: may import core, runtimes, web, reference, build, export and check (the browser verdicts); not bench,
 report, pipeline or cli."""
 

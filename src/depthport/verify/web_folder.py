@@ -1,13 +1,13 @@
 """verify: a web folder in headless Chromium. The page's own JS decodes every verification image (sent as PNG),
 preprocesses it and runs the model; the outputs come back and are measured like any other file's.
 
-On one page of one browser (``web.browser.shared_browser``):
+On one page of one browser (``web.chromium.shared_browser``):
 - WASM (the CPU) at the export shape on every image: the file's ``parity`` (the FP32 gate, float64 included), and
   the page's input tensors against depthport's own preprocessing;
 - WebGPU FP32 and, for LiteRT.js, FP16, at the export shape, or on a small re-export of the same model and rewrites
   when the export is large (SwiftShader emulates the GPU on the CPU), each against the same file on WASM and against
   the reference at that shape; beside FP16, depthport's FP16 predictions (storage and arithmetic) and what the shaders
-  did (``check.browser``). onnxruntime-web runs an FP32 model in FP32 only: no FP16 run there;
+  did (``check.webgpu_verdict``). onnxruntime-web runs an FP32 model in FP32 only: no FP16 run there;
 - the page as a person uses it (the bundled image), screenshotted.
 """
 
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..check import browser as judge
+from ..check import webgpu_verdict
 from ..errors import InputError, error_text
 from ..core.schema import ERROR, Verdict, set_check
 from ..runtimes.torch import TorchRunner
-from ..web import browser as chromium
+from ..web import chromium
 from ..web.folder import read_config
 from ..web.server import serving
 from ..core import metrics
@@ -147,7 +147,7 @@ def gpu_runs(page, job: WebJob, adapter: str, cpu: dict, small) -> dict:
         run = run_backend(page, name, model_url, hw, refs.images, adapter)
         run["file"] = f"small re-export {hw[0]}x{hw[1]}" if small else job.config["model_file"]
         if "error" not in run and "error" not in cpu:
-            run["on_gpu"] = judge.gpu_evidence(run["info"], run["gpu"], run["console"])
+            run["on_gpu"] = webgpu_verdict.gpu_evidence(run["info"], run["gpu"], run["console"])
             run["vs_cpu"] = compare(run["outputs"], cpu["outputs"])
             run["vs_reference"] = compare(run["outputs"], {n: refs.output("reference", n) for n in refs.names})
         elif "error" not in run:
@@ -159,11 +159,11 @@ def gpu_runs(page, job: WebJob, adapter: str, cpu: dict, small) -> dict:
 
 
 def fp16_block(run: dict, model, hw: tuple[int, int], refs: References) -> dict:
-    mode = judge.fp16_mode(run["gpu"])
+    mode = webgpu_verdict.fp16_mode(run["gpu"])
     predicted = fp16_predictions(model, hw, refs.eager_normalized, refs.images)
-    note, agrees = judge.prediction_note(run["vs_cpu"]["rel_l2_pooled"], mode["mode"], predicted)
-    if judge.refused(run["on_gpu"]):  # the output is not FP16's doing: part of the model never ran
-        note, agrees = f"{note.split(' (')[0]}: not comparable, {judge.refused(run['on_gpu'])}", None
+    note, agrees = webgpu_verdict.prediction_note(run["vs_cpu"]["rel_l2_pooled"], mode["mode"], predicted)
+    if webgpu_verdict.refused(run["on_gpu"]):  # the output is not FP16's doing: part of the model never ran
+        note, agrees = f"{note.split(' (')[0]}: not comparable, {webgpu_verdict.refused(run['on_gpu'])}", None
     return {**mode, "predicted": predicted, "note": note, "agrees": agrees}
 
 
@@ -233,8 +233,8 @@ def public_run(run: dict) -> dict:
     if gpu:
         out["gpu"] = {"submits": gpu.get("submits"), "dispatches": gpu.get("dispatches"),
                       "pipelines": gpu.get("pipelines"), "device_features": (gpu.get("devices") or [{}])[-1].get("granted")}
-    out["console_fallback"] = judge.fallback_lines(run.get("console") or [])
-    out["console_gpu_errors"] = [line.splitlines()[0] for line in judge.gpu_error_lines(run.get("console") or [])][:5]
+    out["console_fallback"] = webgpu_verdict.fallback_lines(run.get("console") or [])
+    out["console_gpu_errors"] = [line.splitlines()[0] for line in webgpu_verdict.gpu_error_lines(run.get("console") or [])][:5]
     return out
 
 
@@ -248,8 +248,8 @@ def assemble(job: WebJob, browser, adapter: str, wasm: dict, runs: dict, small, 
         if refs.reference64 is None:
             parity["skipped"] = ["fp64_error_ratio"]
     verdicts = {}
-    for name, check, verdict in (("webgpu-fp32", "webgpu_fp32", judge.webgpu_fp32_verdict),
-                                 ("webgpu-fp16", "webgpu_fp16", judge.webgpu_fp16_verdict)):
+    for name, check, verdict in (("webgpu-fp32", "webgpu_fp32", webgpu_verdict.webgpu_fp32_verdict),
+                                 ("webgpu-fp16", "webgpu_fp16", webgpu_verdict.webgpu_fp16_verdict)):
         why, cause = not_run_reason(job, name, adapter)
         verdicts[check] = verdict(runs[name]) if name in runs else Verdict.not_measured(why, cause)
     block = {"browser": browser.version, "flags": list(browser.flags), "driver": driver_version(),

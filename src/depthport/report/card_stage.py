@@ -7,5 +7,5 @@ from .card import render
 
 
 def apply(ctx, report: dict) -> None:
-    if "card" not in ctx.options.skip:
+    if not ctx.options.skips("card"):
         write_text(ctx.out_dir / "README.md", render(report))

@@ -6,7 +6,7 @@ from .html import write_html
 
 
 def apply(ctx, report: dict) -> None:
-    if "report" in ctx.options.skip:
+    if ctx.options.skips("report"):
         return
     report["report_html"] = "report.html"
     write_html(ctx.out_dir / "report.html", report, ctx.figures)

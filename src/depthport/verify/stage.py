@@ -11,7 +11,7 @@ import torch
 from ..preprocess import InputError, to_tensor
 from ..runtimes import load_runner
 from ..core.schema import ERROR, SKIPPED, UNAVAILABLE
-from . import accuracy, browser, gates, shapes
+from . import accuracy, gates, shapes, web_folder
 from ..core.images import image_set
 from ..core.machine import fp16_arithmetic
 from ..core.metrics import DELTA_DEFINITION
@@ -112,7 +112,7 @@ def needs_fp64(ctx, report: dict) -> bool:
 
 def apply(ctx, report: dict) -> None:
     thresholds = gates.thresholds(ctx.options.gates, ctx.built.spec.metric)
-    if "verify" in ctx.options.skip:
+    if ctx.options.skips("verify"):
         for art in report["artifacts"]:
             art["parity"] = {"not_measured": "verification skipped on request (--skip verify)", "cause": SKIPPED}
         gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)
@@ -150,6 +150,6 @@ def apply(ctx, report: dict) -> None:
             art["parity"] = {"error": f"verification failed: {error_text(exc)}", "cause": ERROR}
             continue
         figures["variants"][art["target"]] = np.asarray(outputs[refs.names[0]])
-    browser.apply(ctx, report, refs, figures)
+    web_folder.apply(ctx, report, refs, figures)
     shapes.apply(ctx, report, refs, thresholds)
     gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)

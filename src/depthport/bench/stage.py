@@ -19,7 +19,7 @@ ROUNDS, ITERS, WARMUP = 3, 2, 1
 
 
 def apply(ctx, report: dict) -> None:
-    if "bench" in ctx.options.skip:
+    if ctx.options.skips("bench"):
         return
     threads = ctx.options.threads
     entries, timed = [], []
