@@ -13,6 +13,8 @@ from .atomic import write_text
 from .bench import stage as bench_stage
 from .build import build
 from .check import stage as check_stage
+from .core.provenance import machine, versions
+from .core.schema import dumps
 from .errors import InputError
 from .export.context import ExportContext, StageOptions
 from .export.targets import TARGETS
@@ -20,8 +22,6 @@ from .outdir import require_folder, staged, written
 from .registry import ModelSpec, get_spec
 from .report import card_stage
 from .report import stage as report_stage
-from .core.provenance import machine, versions
-from .core.schema import dumps
 from .rewrites import default_rewrites
 from .verify import stage as verify_stage
 

@@ -8,10 +8,10 @@ the export fast; ``depthport bench`` runs the full 16-layer chain and the INT8 c
 
 from __future__ import annotations
 
+from ..core.machine import describe, machine_info
 from ..errors import InputError, error_text
 from ..runtimes import load_runner
 from . import roofline
-from ..core.machine import describe, machine_info
 from .probe import SMALL, probe_entries, summarize
 from .timing import METHOD, Entry, sample_input, time_interleaved
 

@@ -8,9 +8,9 @@ from typing import Callable
 import torch
 
 from ..core.machine import fp16_arithmetic
+from ..core.schema import SKIPPED, Verdict
 from ..fp16.safe import fp16_safe_norm
 from ..fp16.simulate import simulate_fp16
-from ..core.schema import SKIPPED, Verdict
 
 SUMMARY_KEYS = ("rel_l2", "pearson", "overflow_layers", "first_bad_layer", "needs_enforce_f32")
 # Metric outputs: FP16 compute is also wrong when the worst image's mean error exceeds this, in the output's

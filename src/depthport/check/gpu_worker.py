@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from depthport.runtimes.litert_options import compiled_options
 from depthport.core.metrics import pearson, rel_l2
+from depthport.runtimes.litert_options import compiled_options
 
 SIGNATURE = 0
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..atomic import write_bytes
+from ..core.schema import Verdict, set_check
 from ..export.context import ExportContext
 from ..export.litert import export_tflite
 from ..export.litert_variants import VARIANTS, Variant, small_hw
 from ..export.targets import GPU_TARGETS
-from ..core.schema import Verdict, set_check
 from .delegation import delegation_verdict
 from .fp16_compute import SUMMARY_KEYS, fp16_arithmetic_entry, fp16_verdict, predict_fp16, xnnpack_fp16_form
 from .gpu_runtime import empty_runtime

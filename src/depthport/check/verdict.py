@@ -7,8 +7,8 @@ from typing import Any
 
 from depthport.check.gpu_runtime import empty_runtime, run_gpu_check
 from depthport.check.static import Violation, check_static, has_errors
-from depthport.core.tflite_graph import TfliteReadError, graph_summary, read_graph
 from depthport.core.schema import ERROR, SKIPPED, Verdict
+from depthport.core.tflite_graph import TfliteReadError, graph_summary, read_graph
 
 NOT_REQUESTED = "runtime check not run (use --run-gpu)"
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from ..fp16.simulate import DEFAULT_TOL as FP16_TOL
 from ..core.schema import ERROR, UNAVAILABLE, Verdict
+from ..fp16.simulate import DEFAULT_TOL as FP16_TOL
 
 WEBGPU_FP32_TOL = 2e-6  # rel. L2 of the WebGPU FP32 output against the same file on the CPU (WASM)
 PREDICTION_MARGIN = 3.0  # the FP16 prediction agrees when the measured rel. L2 is within this factor of it

@@ -25,9 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def known_errors() -> tuple[type[BaseException], ...]:
     """Errors shown as one line with exit status 2: bad input, or a check that could not be made."""
+    from ..core.schema import ReportError
     from ..core.tflite_graph import TfliteReadError
     from ..errors import InputError
-    from ..core.schema import ReportError
     from ..weights import WeightsError
 
     # OS errors on paths the user gave: an output under a file, a folder given as a file, a folder not writable

@@ -6,10 +6,10 @@ import json
 import sys
 from pathlib import Path
 
+from ..bench.probe import SPECS
 from ..errors import InputError
 from ..outdir import check_output_file
 from .common import accelerator_options, add_accelerator_args, thread_count
-from ..bench.probe import SPECS
 
 PROFILED = (".tflite", ".pte", ".onnx")  # what --profile takes, each profiled by its own runtime
 
@@ -41,8 +41,8 @@ def add_parser(subparsers):
 
 
 def entries_for(args) -> list:
-    from ..runtimes import load_runner
     from ..bench.timing import Entry, sample_input
+    from ..runtimes import load_runner
 
     entries = []
     accel = accelerator_options(args)
@@ -61,12 +61,12 @@ def entries_for(args) -> list:
 
 
 def torch_entry(args, entries):
+    from ..bench.timing import Entry, sample_input
     from ..build import resolve_weights
     from ..preprocess import parse_size
     from ..reference import reference_model
     from ..registry import get_spec
     from ..runtimes.torch import TorchRunner
-    from ..bench.timing import Entry, sample_input
 
     if args.size:
         hw = parse_size(args.size)
@@ -83,12 +83,12 @@ def torch_entry(args, entries):
 def run(args) -> int:
     from rich.console import Console
 
-    from ..quiet import native_stderr_muted
     from ..bench import roofline
-    from ..core.machine import describe, machine_info
-    from ..core.provenance import versions
     from ..bench.probe import probe_entries, summarize
     from ..bench.timing import MEMORY_METHOD, METHOD, peak_memory, time_interleaved
+    from ..core.machine import describe, machine_info
+    from ..core.provenance import versions
+    from ..quiet import native_stderr_muted
 
     if not args.files and not args.torch and not args.profile:
         raise InputError("nothing to time: give FILE(s) and/or --torch MODEL (or --profile FILE)")
@@ -146,8 +146,8 @@ def print_table(result: dict) -> None:
     r0 = recs[0]
     where = (f"GPU ({result['gpu_precision']} compute)" if result.get("accelerator") == "gpu"
              else f"{result['threads']} threads")
-    from ..core.machine import describe
     from ..bench.roofline import fmt, probe_lines
+    from ..core.machine import describe
 
     table = Table(title=f"latency, {where}, {r0['rounds']} rounds x {r0['iters']} calls "
                         f"after {r0['warmup']} warm-ups (ms)", caption=describe(result["machine"]))
@@ -184,10 +184,10 @@ def run_profile(args, probe: dict | None) -> dict:
     """``--profile FILE``: the runtime's op profile of FILE; prints it, returns it (under "profile" in --json)."""
     from rich.console import Console
 
-    from ..core.machine import machine_info
     from ..bench.macs import count_macs
     from ..bench.profile import mac_rates, print_profile
     from ..bench.profile_runtimes import profile_file
+    from ..core.machine import machine_info
 
     if not Path(args.profile).is_file():
         raise InputError(f"model file not found: {args.profile}")

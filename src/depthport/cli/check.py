@@ -11,9 +11,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from depthport.core.tflite_graph import TfliteReadError
 from depthport.check.verdict import check_tflite
 from depthport.core.schema import SKIPPED, Verdict
+from depthport.core.tflite_graph import TfliteReadError
 
 EXIT_CLEAN, EXIT_NOT_CLEAN, EXIT_NOT_CHECKED = 0, 1, 2
 OUTCOMES = {True: ("clean", EXIT_CLEAN), False: ("not clean", EXIT_NOT_CLEAN), None: ("could not check", EXIT_NOT_CHECKED)}

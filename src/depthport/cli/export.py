@@ -75,14 +75,14 @@ def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
 
 def options_from(args):
     """The typed export options from the parsed arguments; every bad value is refused before any work."""
+    from ..core.images import image_set
+    from ..core.provenance import command_line
     from ..errors import InputError
     from ..export.context import StageOptions
     from ..outdir import require_folder
     from ..pipeline import ExportOptions, parse_targets
     from ..registry import get_spec
-    from ..core.provenance import command_line
     from ..verify.gates import thresholds
-    from ..core.images import image_set
 
     spec = get_spec(args.model)
     skip = frozenset(s.strip() for s in args.skip.split(",") if s.strip())

@@ -6,9 +6,9 @@ import json
 import sys
 from pathlib import Path
 
+from ..errors import InputError, MissingDependency
 from . import verify_web
 from .common import thread_count
-from ..errors import InputError, MissingDependency
 
 MODEL_SUFFIXES = (".tflite", ".pte", ".onnx")
 
@@ -62,8 +62,9 @@ def run(args) -> int:
     from rich.console import Console
 
     from ..atomic import write_text
-    from ..check.fp16_compute import fp16_arithmetic_entry, predict_fp16, xnnpack_fp16_form
     from ..build import build
+    from ..check.fp16_compute import fp16_arithmetic_entry, predict_fp16, xnnpack_fp16_form
+    from ..core.images import image_set
     from ..core.provenance import command_line, machine, versions
     from ..core.schema import PASS, Verdict, dumps, set_check
     from ..preprocess import parse_size
@@ -73,7 +74,6 @@ def run(args) -> int:
     from ..rewrites import default_rewrites
     from ..runtimes import load_runner
     from ..verify import gates
-    from ..core.images import image_set
     from ..verify.parity import check_shapes
     from ..verify.stage import accuracy_block, figures_entry, make_references, summary_block, verify_file
 

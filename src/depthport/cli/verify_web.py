@@ -22,10 +22,10 @@ def parse_backends(text: str) -> tuple[str, ...]:
 def measure(args, folder: Path, config: dict):
     """(built, refs, source, WebResult) for one web folder."""
     from ..build import build
-    from ..registry import get_spec
-    from ..verify.web_folder import WebJob, verify_folder
     from ..core.images import image_set
+    from ..registry import get_spec
     from ..verify.stage import make_references
+    from ..verify.web_folder import WebJob, verify_folder
 
     backends = parse_backends(args.backends)
     spec = get_spec(args.reference or config["model"])
@@ -51,10 +51,10 @@ def measure(args, folder: Path, config: dict):
 
 def run_web(args, paths: list[Path]) -> int:
     from ..atomic import write_bytes, write_text
-    from ..quiet import native_stderr_muted
-    from ..report.html import write_html
     from ..core.provenance import command_line, machine, versions
     from ..core.schema import SHIPPED, UNVERIFIED, Verdict, dumps, file_status, set_check, skipped_only
+    from ..quiet import native_stderr_muted
+    from ..report.html import write_html
     from ..verify import gates, web_folder
     from ..verify.stage import figures_entry, summary_block
     from ..web.folder import folder_bytes, read_config

@@ -24,9 +24,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..atomic import atomic_path
+from ..errors import InputError, MissingDependency
 from ..fp16.safe import Fp16SafeScaleNorm
 from ..models.layers import LOGIT_BOUND, Attention, Mlp, Resize, ScaleNorm, slices, tree_sum
-from ..errors import InputError, MissingDependency
 from .context import ExportContext, artifact_entry
 from .delegation import delegation_report
 from .split_k import split_reductions

@@ -13,9 +13,9 @@ from pathlib import Path
 from ..errors import InputError
 from ..preprocess import to_tensor
 from ..web.folder import folder_bytes, page_config, write_web_folder
+from . import onnx
 from .context import ExportContext, artifact_entry
 from .litert import export_tflite
-from . import onnx
 
 WEB_TARGETS = {"web": "litert.js", "web-onnx": "onnxruntime-web"}
 

@@ -46,9 +46,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from ..core.metrics import image_metrics, pearson, pooled_rel_l2, public, summarize
 from . import kernels
 from .kernels import round_fp16
-from ..core.metrics import image_metrics, pearson, pooled_rel_l2, public, summarize
 
 FP16_MAX = 65504.0
 # Above this relative L2 error FP16 compute counts as wrong (same tolerance as the runtime check's FP16 runs).

@@ -15,9 +15,9 @@ import yaml
 
 from ..atomic import write_text
 from ..core.machine import describe
+from ..core.schema import NOT_SHIPPED, SHIPPED, UNVERIFIED, read_report, verdict_of
 from . import web
 from .int8_advice import int8_view
-from ..core.schema import NOT_SHIPPED, SHIPPED, UNVERIFIED, read_report, verdict_of
 from .snippets import snippets
 
 TEMPLATES = Path(__file__).parent / "templates"

@@ -22,10 +22,10 @@ import numpy as np
 from PIL import Image
 
 from ..atomic import write_bytes
-from ..visualize import colorize
-from .card import TEMPLATES, machine_view, roofline_view
-from . import web
 from ..core.schema import FAIL, NOT_MEASURED, PASS, Verdict
+from ..visualize import colorize
+from . import web
+from .card import TEMPLATES, machine_view, roofline_view
 
 MAX_SIDE, MIN_SIDE = 512, 192
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from ..spec import focal_formula
 from ..core.schema import NOT_SHIPPED, PASS
+from ..spec import focal_formula
 
 TEMPLATES = {"tflite": ("kotlin_litert.kt.j2", "python.py.j2"), "pte": ("swift_executorch.swift.j2", "python.py.j2"),
              "onnx": ("python.py.j2",)}

@@ -8,13 +8,13 @@ from typing import Callable
 import torch
 from torch import nn
 
+from ..fp16.safe import fp16_safe_attention, fp16_safe_norm
+from ..models.depth_anything_v2 import DepthAnythingV2
 from ..models.depth_anything_v3 import CenteredNorm
 from ..models.dinov2 import DinoV2
 from ..models.dpt import FusionBlock
-from ..models.depth_anything_v2 import DepthAnythingV2
 from ..models.layers import Attention, Block, DeconvAsShuffle, Resize, ScaleNorm
 from ..models.rope import RopeAttention, SplitHeadRopeAttention
-from ..fp16.safe import fp16_safe_attention, fp16_safe_norm
 from ..preprocess import IMAGENET_MEAN, IMAGENET_STD
 
 

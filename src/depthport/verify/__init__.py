@@ -3,8 +3,10 @@ folders in headless Chromium (``web_folder``), dynamic-shape files at several sh
 check: may import core, runtimes, web, reference, build, export and check (the browser verdicts); not bench,
 report, pipeline or cli."""
 
-from .gates import DEFAULTS as GATE_DEFAULTS, apply_gates, evaluate as evaluate_gate, thresholds
 from ..core.metrics import delta125, max_abs, pearson, pooled_rel_l2, rel_l2, summarize
+from .gates import DEFAULTS as GATE_DEFAULTS
+from .gates import apply_gates, thresholds
+from .gates import evaluate as evaluate_gate
 
 __all__ = ["GATE_DEFAULTS", "apply_gates", "delta125", "evaluate_gate", "max_abs", "pearson", "pooled_rel_l2",
            "rel_l2", "summarize", "thresholds"]

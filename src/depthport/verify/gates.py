@@ -21,9 +21,9 @@ import copy
 import os
 from pathlib import Path
 
+from ..core.schema import ERROR, NOT_MEASURED, NOT_SHIPPED, SKIPPED, Verdict, file_status, set_check
 from ..errors import InputError
 from ..outdir import NOT_SHIPPED_DIR
-from ..core.schema import ERROR, NOT_MEASURED, NOT_SHIPPED, SKIPPED, Verdict, file_status, set_check
 
 # The float64 gate, set from data (benchmarks/fp32_gate.py, README "The float64 floor"): correct FP32 files measured
 # 1.01-1.06x on AVX2 (AMD Zen 3), up to 1.27x on AVX-512 without FP16 (AMD Zen 5) and up to 1.63x on Sapphire

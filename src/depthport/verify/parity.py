@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
+from ..core import metrics
 from ..errors import InputError
 from ..preprocess import to_tensor
 from ..runtimes.torch import TorchRunner
-from ..core import metrics
 
 
 def check_shapes(runner, input_hw: tuple[int, int], name: str) -> None:

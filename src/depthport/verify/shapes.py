@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InputError, error_text
 from ..core.schema import ERROR, FAIL, NOT_MEASURED, Verdict, set_check
+from ..errors import InputError, error_text
 from ..runtimes import load_runner
 from ..runtimes.torch import TorchRunner
 from .gates import evaluate

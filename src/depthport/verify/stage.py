@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..preprocess import InputError, to_tensor
-from ..runtimes import load_runner
-from ..core.schema import ERROR, SKIPPED, UNAVAILABLE
-from . import accuracy, gates, shapes, web_folder
 from ..core.images import image_set
 from ..core.machine import fp16_arithmetic
 from ..core.metrics import DELTA_DEFINITION
+from ..core.schema import ERROR, SKIPPED, UNAVAILABLE
 from ..errors import error_text
+from ..preprocess import InputError, to_tensor
+from ..runtimes import load_runner
 from ..runtimes.torch import TorchRunner
+from . import accuracy, gates, shapes, web_folder
 from .parity import References, check_shapes, depth_of, parity_record, run_file
 
 PREPROCESS = "stretched to the export shape (Pillow bicubic), RGB x/255, ImageNet mean/std"

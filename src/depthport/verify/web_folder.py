@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 
 from ..check import webgpu_verdict
-from ..errors import InputError, error_text
+from ..core import metrics
 from ..core.schema import ERROR, Verdict, set_check
+from ..errors import InputError, error_text
 from ..runtimes.torch import TorchRunner
 from ..web import chromium
 from ..web.folder import read_config
 from ..web.server import serving
-from ..core import metrics
 from .parity import References, parity_record
 
 SMALL_URL = "/_depthport/small-model"  # where the page finds the small re-export
