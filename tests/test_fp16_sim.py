@@ -227,3 +227,20 @@ def test_unknown_fp16_guard_is_refused():
 
     with pytest.raises(ValueError, match="unknown FP16 guard"):
         default_rewrites(fp16_safe=("softmax",))
+
+
+@pytest.mark.parametrize("model_id", ["da2-metric-tiny", "da3-tiny", "da3-metric-tiny", "da3-mono-tiny"])
+def test_fp16_guards_are_bit_exact_in_fp32_for_every_family(model_id):
+    from depthport.build import build
+    from depthport.registry import get_spec
+    from depthport.rewrites import default_rewrites
+
+    hw = get_spec(model_id).default_hw
+    x = torch.randn(1, 3, *hw, generator=torch.Generator().manual_seed(7))
+    plain = build(model_id, hw).model
+    safe = build(model_id, hw, rewrites=default_rewrites(fp16_safe=("norm", "attention"))).model
+    assert sum(getattr(m, "guarded", False) for m in safe.modules()) > 0
+    with torch.no_grad():
+        a, b = plain(x), safe(x)
+    for u, v in zip(*(o if isinstance(o, (tuple, list)) else (o,) for o in (a, b))):
+        assert torch.equal(u, v)

@@ -21,7 +21,8 @@ METRIC_TOLERANCE_M = 0.05
 def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: bool = True,
                  accumulate: str = "fp16", images: list | None = None, unit: str = "") -> dict:
     """FP16-compute prediction over ``images`` ([(name, PIL image)], default the built-in chelsea); when it
-    says FP32 must be enforced, also the prediction with the ``fp16_safe_norm`` rewrite applied. With a ``unit``
+    says FP32 must be enforced, also the prediction with the ``fp16_safe_norm`` rewrite applied ("xnnpack":
+    of the ``xnnpack-fp16`` target's form, ``xnnpack_fp16_form``, which pre-scales its norms). With a ``unit``
     (a metric output: "m", or "m at focal 300 px"), FP16 is also judged by its mean error in that unit."""
     import skimage.data
     from PIL import Image
@@ -30,6 +31,8 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
 
     images = images or [("chelsea", Image.fromarray(skimage.data.chelsea()))]
     x = [torch.from_numpy(to_tensor(img, input_hw, normalize=normalize)) for _, img in images]
+    if accumulate == "xnnpack":  # XNNPACK's kernels run the xnnpack-fp16 file's form
+        model = xnnpack_fp16_form(model)
     entry = simulate_fp16(model, x, accumulate=accumulate).as_entry()
     entry["images"] = [name for name, _ in images]
     if unit:

@@ -13,7 +13,7 @@ from ..export.litert import export_tflite
 from ..export.litert_variants import VARIANTS, Variant, small_hw
 from ..export.targets import GPU_TARGETS
 from .delegation import delegation_verdict
-from .fp16_compute import SUMMARY_KEYS, fp16_arithmetic_entry, fp16_verdict, predict_fp16, xnnpack_fp16_form
+from .fp16_compute import SUMMARY_KEYS, fp16_arithmetic_entry, fp16_verdict, predict_fp16
 from .gpu_runtime import empty_runtime
 from .verdict import NOT_REQUESTED, check_tflite, gpu_decision, runtime_verdict
 
@@ -83,7 +83,7 @@ def gpu_runtime(ctx: ExportContext, path: Path, variant: Variant | None) -> dict
 
 def fp16_prediction(ctx: ExportContext, accumulate: str | None = None) -> dict | None:
     """The FP16-compute prediction of this export's model over the verification images, computed once per
-    accumulation mode (default: the GPU's, ``fp16_accumulate``); "xnnpack" simulates the xnnpack-fp16 file's form."""
+    accumulation mode (default: the GPU's, ``fp16_accumulate``)."""
     if not ctx.options.fp16_sim:
         return None
     mode = accumulate or ctx.options.fp16_accumulate
@@ -91,9 +91,8 @@ def fp16_prediction(ctx: ExportContext, accumulate: str | None = None) -> dict |
         from ..core.images import image_set
 
         ctx.detail(f"FP16-compute prediction ({mode} accumulation)")
-        model = xnnpack_fp16_form(ctx.built.model) if mode == "xnnpack" else ctx.built.model
         ctx.fp16_predictions[mode] = predict_fp16(
-            model, ctx.built.input_hw, normalize="fold_input_normalization" not in ctx.built.rewrites,
+            ctx.built.model, ctx.built.input_hw, normalize="fold_input_normalization" not in ctx.built.rewrites,
             accumulate=mode, images=image_set(ctx.options.images)[1], unit=ctx.built.spec.units()["label"] or "")
         if mode == "fp16" and ctx.fp16_predictions[mode]["needs_enforce_f32"]:
             # LiteRT's FP16_WITH_FP32_ACCUM: FP16 tensors, FP32 accumulation (the GPU mode between the two)

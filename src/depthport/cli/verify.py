@@ -63,7 +63,7 @@ def run(args) -> int:
 
     from ..atomic import write_text
     from ..build import build
-    from ..check.fp16_compute import fp16_arithmetic_entry, predict_fp16, xnnpack_fp16_form
+    from ..check.fp16_compute import fp16_arithmetic_entry, predict_fp16
     from ..core.images import image_set
     from ..core.provenance import command_line, machine, versions
     from ..core.schema import PASS, Verdict, dumps, set_check
@@ -132,9 +132,8 @@ def run(args) -> int:
             set_check(art, "parity", Verdict.from_dict(art["gate"]), required=True)
             if path.suffix == ".pte" and precision == "fp16":
                 status.update(f"predicting XNNPACK's FP16 arithmetic for {path.name}")
-                form = xnnpack_fp16_form(built.model)
                 art["fp16_arithmetic"] = fp16_arithmetic_entry(lambda: predict_fp16(
-                    form, input_hw, normalize=normalized, accumulate="xnnpack", images=images, unit=unit))
+                    built.model, input_hw, normalize=normalized, accumulate="xnnpack", images=images, unit=unit))
                 set_check(art, "fp16_arithmetic", gates.fp16_arithmetic_verdict(art, thresholds, unit), required=True)
             report["artifacts"].append(art)
             figures["variants"][path.name] = outputs[refs.names[0]]

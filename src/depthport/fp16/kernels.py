@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..models.layers import slices
+
 # FP16 lanes of one vector register in XNNPACK's f16 softmax sum (AVX-512 FP16: 32; NEON: 8, in 4 accumulators).
 XNNPACK_LANES = 32
 
@@ -30,19 +32,15 @@ def _accumulate_fp16(parts) -> torch.Tensor:
     return acc
 
 
-def _blocks(n: int, step: int):
-    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
-
-
 def linear_blocked(block: int, x, w, b=None):
-    out = _accumulate_fp16(F.linear(x[..., s], w[:, s]) for s in _blocks(x.shape[-1], block))
+    out = _accumulate_fp16(F.linear(x[..., s], w[:, s]) for s in slices(x.shape[-1], block))
     return out if b is None else round_fp16(out + b)
 
 
 def matmul_blocked(block: int, a, b):
     if a.dim() < 2 or b.dim() < 2:
         return torch.matmul(a, b)
-    return _accumulate_fp16(torch.matmul(a[..., s], b[..., s, :]) for s in _blocks(a.shape[-1], block))
+    return _accumulate_fp16(torch.matmul(a[..., s], b[..., s, :]) for s in slices(a.shape[-1], block))
 
 
 def conv2d_blocked(block: int, x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
@@ -50,7 +48,7 @@ def conv2d_blocked(block: int, x, w, b=None, stride=1, padding=0, dilation=1, gr
         return F.conv2d(x, w, b, stride, padding, dilation, groups)
     step = max(1, block // (w.shape[2] * w.shape[3]))
     out = _accumulate_fp16(F.conv2d(x[:, s], w[:, s], None, stride, padding, dilation)
-                           for s in _blocks(x.shape[1], step))
+                           for s in slices(x.shape[1], step))
     return out if b is None else round_fp16(out + b[None, :, None, None])
 
 
