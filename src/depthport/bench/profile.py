@@ -145,7 +145,7 @@ def print_profile(prof: dict) -> None:
     from rich.table import Table
 
     from ..core.machine import describe
-    from .roofline import fmt
+    from ..core.formatting import fmt
 
     console = Console(width=None if sys.stdout.isatty() else 160)
     if "error" in prof:
@@ -165,7 +165,7 @@ def print_profile(prof: dict) -> None:
             rates.add_column(col)
         for r in prof["mac_ops"]:
             rates.add_row(r["op"], str(r["tflite_ops"]), str(r["runtime_ops"]), f"{r['gmac']:.3f}", fmt(r["ms"], ".2f"),
-                          fmt(r["gmac_per_s"]), fmt(r["pct_of_peak"]))
+                          fmt(r["gmac_per_s"], ".1f"), fmt(r["pct_of_peak"], ".1f"))
         console.print(rates)
         if any(r["tflite_ops"] != r["runtime_ops"] for r in prof["mac_ops"]):
             console.print("ops in file != ops run: the runtime ran some ops as another type (e.g. XNNPACK runs a 1x1 "

@@ -84,10 +84,6 @@ def figures(macs: dict, median_ms: float, probe: dict | None) -> dict:
     return out
 
 
-def fmt(value, spec: str = ".1f", missing: str = "-") -> str:
-    return missing if value is None else format(value, spec)
-
-
 def probe_lines(probe: dict | None) -> list[str]:
     """Console lines for the probe section."""
     if not probe or "kinds" not in probe:

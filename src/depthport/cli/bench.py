@@ -146,7 +146,8 @@ def print_table(result: dict) -> None:
     r0 = recs[0]
     where = (f"GPU ({result['gpu_precision']} compute)" if result.get("accelerator") == "gpu"
              else f"{result['threads']} threads")
-    from ..bench.roofline import fmt, probe_lines
+    from ..bench.roofline import probe_lines
+    from ..core.formatting import fmt
     from ..core.machine import describe
 
     table = Table(title=f"latency, {where}, {r0['rounds']} rounds x {r0['iters']} calls "
@@ -156,12 +157,12 @@ def print_table(result: dict) -> None:
         table.add_column(col)
     for rec in recs:
         mem = rec.get("memory") or {}
-        pct = fmt(rec.get("pct_of_peak"))
+        pct = fmt(rec.get("pct_of_peak"), ".1f")
         if rec.get("pct_of_mixed_peak") is not None:
             pct += f" (mixed {rec['pct_of_mixed_peak']:.0f})"
         table.add_row(rec["label"], rec["runtime"], f"{rec['median']:.2f}", f"{rec['min']:.2f}", f"{rec['max']:.2f}",
                       f"{rec['cpu_median']:.2f}", f"{rec['ratio']['median']:.3f}", f"{rec['ratio']['paired']:.3f}",
-                      fmt(rec.get("gmac"), ".3g", "n/c"), fmt(rec.get("gmac_per_s")), pct,
+                      fmt(rec.get("gmac"), ".3g", "n/c"), fmt(rec.get("gmac_per_s"), ".1f"), pct,
                       f"{mem['peak_rss_mb']:.0f}" if "peak_rss_mb" in mem else mem.get("error", "-"),
                       f"{mem['delta_mb']:.0f}" if "delta_mb" in mem else "-")
     console = Console(width=None if sys.stdout.isatty() else 160)

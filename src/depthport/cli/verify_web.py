@@ -6,6 +6,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from ..core.formatting import fmt
 from ..errors import InputError
 
 
@@ -115,14 +116,12 @@ def print_web(report: dict, out: Path) -> None:
         run, verdict = runs.get(name) or {}, verdict_of(art, check)
         ref = (art.get("parity") or {}) if name == "wasm" else (run.get("vs_reference") or {})
         t = run.get("time") or {}
-        table.add_row(name, "x".join(map(str, run.get("shape", []))) or "-", _num(ref.get("rel_l2_pooled")),
-                      _num((run.get("vs_cpu") or {}).get("rel_l2_pooled")),
-                      f"{_num(t.get('first_ms'), '.1f')} / {_num(t.get('median_ms'), '.1f')}",
+        table.add_row(name, "x".join(map(str, run.get("shape", []))) or "-", fmt(ref.get("rel_l2_pooled"), ".3e"),
+                      fmt((run.get("vs_cpu") or {}).get("rel_l2_pooled"), ".3e"),
+                      f"{fmt(t.get('first_ms'), '.1f')} / {fmt(t.get('median_ms'), '.1f')}",
                       "-" if verdict is None else verdict.text())
     con.print(table)
     con.print(f"{art['status']}: {art['status_reason']}")
     con.print(f"wrote {out / 'report.json'}, {out / 'report.html'} and the page's screenshot")
 
 
-def _num(value, spec: str = ".3e") -> str:
-    return "-" if value is None else format(value, spec)

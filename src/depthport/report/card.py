@@ -14,6 +14,7 @@ import jinja2
 import yaml
 
 from ..atomic import write_text
+from ..core.formatting import fmt
 from ..core.machine import describe
 from ..core.schema import NOT_SHIPPED, SHIPPED, UNVERIFIED, read_report, verdict_of
 from . import web
@@ -24,21 +25,6 @@ TEMPLATES = Path(__file__).parent / "templates"
 HF_LICENSES = {"Apache-2.0": "apache-2.0", "CC-BY-NC-4.0": "cc-by-nc-4.0"}
 TAGS_BY_SUFFIX = {"tflite": ["litert", "tflite"], "pte": ["executorch", "pte"], "onnx": ["onnx"]}
 LIBRARY_BY_SUFFIX = {"tflite": "litert", "pte": "executorch", "onnx": "onnx"}
-
-
-def _fmt(value, spec: str = ".4g", missing: str = "-") -> str:
-    if value is None:
-        return missing
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (int, float)):
-        return format(value, spec)
-    return str(value)
-
-
-def _num(value, spec: str) -> str | None:
-    """A measured figure formatted, None when it was not measured (the templates say so)."""
-    return None if value is None else format(value, spec)
 
 
 def _cell(text) -> str:
@@ -76,9 +62,9 @@ def front_matter(report: dict) -> dict:
 
 def roofline_view(lat: dict) -> dict:
     """GMAC, GMAC/s and % of the GEMM peak beside one latency, formatted; None where not measured."""
-    return {"gmac": _num(lat.get("gmac"), ".3g"), "gmac_per_s": _num(lat.get("gmac_per_s"), ".1f"),
-            "pct_of_peak": _num(lat.get("pct_of_peak"), ".1f"),
-            "pct_of_mixed_peak": _num(lat.get("pct_of_mixed_peak"), ".1f"),
+    return {"gmac": fmt(lat.get("gmac"), ".3g", missing=None), "gmac_per_s": fmt(lat.get("gmac_per_s"), ".1f", missing=None),
+            "pct_of_peak": fmt(lat.get("pct_of_peak"), ".1f", missing=None),
+            "pct_of_mixed_peak": fmt(lat.get("pct_of_mixed_peak"), ".1f", missing=None),
             "gmac_why": (lat.get("macs") or {}).get("reason")}
 
 
@@ -90,7 +76,7 @@ def machine_view(report: dict) -> dict:
     return {"timed": bool(bench) or any("latency_ms" in a for a in report.get("artifacts", [])),
             "line": describe(info) if isinstance(info, dict) and info.get("cpu") else None,
             "cpu": provenance.get("cpu"), "cores": provenance.get("cores"),
-            "peak": _num(probe.get("peak_gmac_per_s"), ".1f"), "probe": probe.get("chain"),
+            "peak": fmt(probe.get("peak_gmac_per_s"), ".1f", missing=None), "probe": probe.get("chain"),
             "peak_why": probe.get("skipped"), "method": bench.get("roofline_method")}
 
 
@@ -119,8 +105,8 @@ def _delegation(art: dict) -> dict | None:
 
 def _parity_figures(art: dict) -> dict:
     p = art.get("parity") or {}
-    return {"pearson_worst": _fmt(p.get("pearson_worst"), ".6f"), "rel_l2_pooled": _fmt(p.get("rel_l2_pooled"), ".3e"),
-            "delta125_worst": _fmt(p.get("delta125_worst"), ".4f")}
+    return {"pearson_worst": fmt(p.get("pearson_worst"), ".6f"), "rel_l2_pooled": fmt(p.get("rel_l2_pooled"), ".3e"),
+            "delta125_worst": fmt(p.get("delta125_worst"), ".4f")}
 
 
 def variants(report: dict) -> list[dict]:
@@ -163,9 +149,9 @@ def fp16_rows(report: dict) -> list[dict]:
         f = art.get("fp16_compute") or {}
         if verdict_of(art, "fp16_compute") is not None:
             rows.append({"file": art["file"], "verdict": _verdict(art, "fp16_compute"),
-                         "rel_l2": _fmt(f.get("rel_l2"), ".3e"), "pearson": _fmt(f.get("pearson"), ".6f"),
+                         "rel_l2": fmt(f.get("rel_l2"), ".3e"), "pearson": fmt(f.get("pearson"), ".6f"),
                          "images": ", ".join(f.get("images", [])) or "-",
-                         "first_bad_layer": _fmt(f.get("first_bad_layer"))})
+                         "first_bad_layer": fmt(f.get("first_bad_layer"))})
     return rows
 
 
@@ -179,8 +165,8 @@ def fp16_arithmetic_rows(report: dict) -> list[dict]:
                 "figures")) or {}
             rows.append({"file": art["file"], "verdict": _verdict(art, "fp16_arithmetic"),
                          "evidence": found.get("evidence", "-"), "cpu": found.get("cpu") or "-",
-                         "rel_l2": _fmt(figures.get("rel_l2_pooled"), ".3e"),
-                         "delta": _fmt(figures.get("delta125_worst"), ".4f")})
+                         "rel_l2": fmt(figures.get("rel_l2_pooled"), ".3e"),
+                         "delta": fmt(figures.get("delta125_worst"), ".4f")})
     return rows
 
 
@@ -190,8 +176,8 @@ def headroom_view(report: dict) -> dict | None:
         prediction = art.get("fp16_compute") or (art.get("fp16_arithmetic") or {}).get("prediction") or {}
         rows = prediction.get("headroom_by_op")
         if rows:
-            return {"rows": [{"op": r["op"], "max_abs": _fmt(r["max_abs"], ".4g"),
-                              "headroom": _fmt(r["headroom"], ".3g")} for r in rows[:8]],
+            return {"rows": [{"op": r["op"], "max_abs": fmt(r["max_abs"], ".4g"),
+                              "headroom": fmt(r["headroom"], ".3g")} for r in rows[:8]],
                     "images": ", ".join(prediction.get("images", [])) or "-",
                     "random": bool(report.get("random_weights"))}
     return None
@@ -224,8 +210,8 @@ def metres_errors(report: dict) -> list[dict]:
 
 
 def ledger_rows(report: dict) -> list[dict]:
-    return [{"rewrite": e["rewrite"], "exact": e["exact"], "rel_l2_step": _fmt(e["rel_l2_step"], ".2e"),
-             "rel_l2_cumulative": _fmt(e["rel_l2_cumulative"], ".2e"), "summary": e["summary"]}
+    return [{"rewrite": e["rewrite"], "exact": e["exact"], "rel_l2_step": fmt(e["rel_l2_step"], ".2e"),
+             "rel_l2_cumulative": fmt(e["rel_l2_cumulative"], ".2e"), "summary": e["summary"]}
             for e in report.get("rewrite_ledger") or []]
 
 

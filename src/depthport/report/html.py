@@ -22,6 +22,7 @@ import numpy as np
 from PIL import Image
 
 from ..atomic import write_bytes
+from ..core.formatting import fmt
 from ..core.schema import FAIL, NOT_MEASURED, PASS, Verdict
 from ..visualize import colorize
 from . import web
@@ -62,16 +63,6 @@ def environment() -> jinja2.Environment:
     env.tests["verdict"] = lambda value: isinstance(value, Verdict)
     env.globals.update(PASS=PASS, FAIL=FAIL, NOT_MEASURED=NOT_MEASURED)
     return env
-
-
-def fmt(value, spec: str = ".4g") -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (int, float)):
-        return format(value, spec)
-    return str(value)
 
 
 def _verdict(entry: dict | None) -> Verdict | None:

@@ -4,14 +4,11 @@
 
 from __future__ import annotations
 
+from ..core.formatting import fmt
 from ..core.schema import Verdict, verdict_of
 
 CHECKS = {"wasm": "parity", "webgpu-fp32": "webgpu_fp32", "webgpu-fp16": "webgpu_fp16"}
 TITLES = {"wasm": "WASM (CPU)", "webgpu-fp32": "WebGPU FP32", "webgpu-fp16": "WebGPU FP16"}
-
-
-def _num(value, spec: str = ".3e") -> str:
-    return "-" if value is None else format(value, spec)
 
 
 def backend_row(art: dict, name: str) -> dict:
@@ -31,10 +28,10 @@ def backend_row(art: dict, name: str) -> dict:
         gpu = "-"
     return {"name": TITLES[name], "shape": "x".join(map(str, run.get("shape", []))) or "-", "file": where,
             "error": run.get("error"), "accelerator": info.get("accelerator", "-"),
-            "pearson": _num(ref.get("pearson_worst"), ".7f"), "rel_l2": _num(ref.get("rel_l2_pooled")),
-            "delta125": _num(ref.get("delta125_worst"), ".5f"),
-            "vs_cpu": _num((run.get("vs_cpu") or {}).get("rel_l2_pooled")), "on_gpu": gpu,
-            "first_ms": _num(t.get("first_ms"), ".1f"), "median_ms": _num(t.get("median_ms"), ".1f"),
+            "pearson": fmt(ref.get("pearson_worst"), ".7f"), "rel_l2": fmt(ref.get("rel_l2_pooled"), ".3e"),
+            "delta125": fmt(ref.get("delta125_worst"), ".5f"),
+            "vs_cpu": fmt((run.get("vs_cpu") or {}).get("rel_l2_pooled"), ".3e"), "on_gpu": gpu,
+            "first_ms": fmt(t.get("first_ms"), ".1f"), "median_ms": fmt(t.get("median_ms"), ".1f"),
             "calls": t.get("calls"), "time_label": t.get("label", "-"), "verdict": verdict_of(art, CHECKS[name])}
 
 
@@ -44,7 +41,7 @@ def fp16_view(art: dict) -> dict | None:
         return None
     predicted = fp16.get("predicted") or {}
     return {"mode": fp16["mode"], "evidence": fp16["evidence"], "note": fp16["note"], "agrees": fp16.get("agrees"),
-            "storage": _num(predicted.get("storage")), "arithmetic": _num(predicted.get("arithmetic"))}
+            "storage": fmt(predicted.get("storage"), ".3e"), "arithmetic": fmt(predicted.get("arithmetic"), ".3e")}
 
 
 def browser_view(report: dict, screenshots: dict | None = None) -> list[dict]:
@@ -60,7 +57,7 @@ def browser_view(report: dict, screenshots: dict | None = None) -> list[dict]:
                     "flags": " ".join(b.get("flags", [])), "fast_shaders": b.get("fast_shaders"),
                     "rows": [backend_row(art, n) for n in CHECKS], "fp16": fp16_view(art),
                     "small": b.get("small_reexport"),
-                    "preprocess": None if not pre else {"max_abs_diff": _num(pre.get("max_abs_diff"), ".3g"),
+                    "preprocess": None if not pre else {"max_abs_diff": fmt(pre.get("max_abs_diff"), ".3g"),
                                                         "images": pre.get("images"), "exact": pre.get("exact"),
                                                         "method": pre.get("method")},
                     "shown": b.get("shown") or {}, "screenshot_file": b.get("screenshot"),
@@ -77,12 +74,12 @@ def shapes_view(report: dict) -> list[dict]:
             continue
         _, _, h, w = art["input_shape"]
         parity = art.get("parity") or {}
-        rows = [{"shape": f"{h}x{w} (export)", "rel_l2": _num(parity.get("rel_l2_pooled")),
-                 "pearson": _num(parity.get("pearson_worst"), ".7f"), "ratio": _num(parity.get("fp64_error_ratio"), ".3f"),
+        rows = [{"shape": f"{h}x{w} (export)", "rel_l2": fmt(parity.get("rel_l2_pooled"), ".3e"),
+                 "pearson": fmt(parity.get("pearson_worst"), ".7f"), "ratio": fmt(parity.get("fp64_error_ratio"), ".3f"),
                  "gate": verdict_of(art, "parity")}]
         if "error" not in per_shape:
-            rows += [{"shape": hw, "rel_l2": _num(v.get("rel_l2_pooled")), "pearson": _num(v.get("pearson_worst"), ".7f"),
-                      "ratio": _num(v.get("fp64_error_ratio"), ".3f"), "gate": Verdict.from_dict(v["gate"])}
+            rows += [{"shape": hw, "rel_l2": fmt(v.get("rel_l2_pooled"), ".3e"), "pearson": fmt(v.get("pearson_worst"), ".7f"),
+                      "ratio": fmt(v.get("fp64_error_ratio"), ".3f"), "gate": Verdict.from_dict(v["gate"])}
                      for hw, v in per_shape.items()]
         out.append({"file": art["file"], "dims": " x ".join(map(str, art.get("input_dims", []))), "rows": rows,
                     "error": per_shape.get("error"), "verdict": verdict_of(art, "parity_shapes")})
