@@ -29,7 +29,7 @@ from rich.table import Table
 from torch import nn
 
 from common import add_run_args, run_setup, time_rounds, timed
-from depthport.bench import Entry, peak_memory
+from depthport.bench import Entry, paired_ratio, peak_memory
 from depthport.bench.timing import MEMORY_METHOD
 from depthport.build import build
 from depthport.export.litert import export_tflite
@@ -95,10 +95,6 @@ def build_files(args, spec, weights, hw, work: Path) -> tuple[dict[str, Path], n
     return files, reference, notes
 
 
-def paired(rec: dict, base: dict) -> float:
-    """Median over rounds of rec's round median / base's round median (same round: same machine load)."""
-    return float(np.median(np.array(rec["round_medians"]) / np.array(base["round_medians"])))
-
 
 def op_count(path: Path) -> str:
     if path.suffix == ".tflite":
@@ -150,7 +146,7 @@ def main() -> int:
         path = files.get(r["label"])
         mem = memory.get(r["label"], {})
         table.add_row(r["label"], f"{r['median']:.1f}", f"{r['min']:.1f}", f"{r['max']:.1f}", f"{r['cpu_median']:.0f}",
-                      f"{r['median'] / plain['median']:.3f}", f"{paired(r, plain):.3f}", f"{r['min'] / plain['min']:.3f}",
+                      f"{r['median'] / plain['median']:.3f}", f"{paired_ratio(r, plain):.3f}", f"{r['min'] / plain['min']:.3f}",
                       op_count(path) if path else "-", f"{path.stat().st_size / 1e6:.1f}" if path else "-",
                       f"{mem['peak_rss_mb']:.0f}" if "peak_rss_mb" in mem else "-",
                       f"{mem['delta_mb']:.0f}" if "delta_mb" in mem else "-",
@@ -164,9 +160,9 @@ def main() -> int:
         summary[f"fp32_latency_reduction_vs_plain_{stat}"] = 1 - fp32[stat] / plain[stat]
         summary[f"exact_minus_approx_share_{stat}"] = (fp32[stat] - approx[stat]) / fp32[stat]
         summary[f"final_resize_alone_share_{stat}"] = resize_only[stat] / fp32[stat]
-    summary["fp32_latency_reduction_vs_plain_paired"] = 1 - paired(fp32, plain)
-    summary["exact_minus_approx_share_paired"] = 1 - paired(approx, fp32)
-    summary["final_resize_alone_share_paired"] = paired(resize_only, fp32)
+    summary["fp32_latency_reduction_vs_plain_paired"] = 1 - paired_ratio(fp32, plain)
+    summary["exact_minus_approx_share_paired"] = 1 - paired_ratio(approx, fp32)
+    summary["final_resize_alone_share_paired"] = paired_ratio(resize_only, fp32)
     for stat in ("median", "paired", "min", "cpu_median"):
         cut = summary[f"fp32_latency_reduction_vs_plain_{stat}"]
         console.print(f"{stat:>10}: depthport FP32 vs plain conversion: {cut:.1%} lower latency "

@@ -22,12 +22,12 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
 import torch
 from rich.console import Console
 from rich.table import Table
 
 from common import add_run_args, run_setup, time_rounds, timed
+from depthport.bench import paired_ratio
 
 console = Console(width=170)
 FILES = {"executorch": ("xnnpack-fp32", "_xnnpack_fp32.pte"), "onnxruntime": ("onnx", ".onnx"),
@@ -137,7 +137,7 @@ def main() -> int:
     with native_stderr_muted():
         by_runtime, litert_raw = profiles(files, args.threads, args.profile_runs, 2)
 
-    ratio = float(np.median(np.array(by["executorch"]["round_medians"]) / np.array(by["onnxruntime"]["round_medians"])))
+    ratio = paired_ratio(by["executorch"], by["onnxruntime"])
     table = Table(title=f"{spec.id} {hw[0]}x{hw[1]}, {args.threads} threads: ms per run by category (operators)")
     table.add_column("category")
     for rt in FILES:
@@ -156,7 +156,7 @@ def main() -> int:
                   f"{by['executorch']['median'] - by['onnxruntime']['median']:+.1f}")
     console.print(table)
     console.print(f"ExecuTorch / onnxruntime, paired per round: {ratio:.3f}; LiteRT / onnxruntime: "
-                  f"{np.median(np.array(by['litert']['round_medians']) / np.array(by['onnxruntime']['round_medians'])):.3f}")
+                  f"{paired_ratio(by['litert'], by['onnxruntime']):.3f}")
     for rt in FILES:
         console.print(f"{rt}: " + "; ".join(
             f"{c}: " + ", ".join(f"{n} {k['ms']:.1f} ms x{k['ops']}" for n, k in v["kinds"].items())

@@ -236,6 +236,7 @@ def main() -> int:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
 
+    from depthport.bench import paired_ratio
     from depthport.core.machine import describe, machine_info
     from depthport.reference import reference_model
     from depthport.core.provenance import versions
@@ -258,7 +259,6 @@ def main() -> int:
                                                                                   args.threads))
     records, probe = latency(files, hw, args)
     by_label = {r["label"]: r for r in records}
-    base = np.array(by_label["FP32"]["round_medians"])
 
     table = Table(title=f"INT8 frontier: {spec.id} {hw[0]}x{hw[1]}, {'random' if weights.random else args.weights} "
                         f"weights, CPU {args.threads} threads, {args.rounds} interleaved rounds x {args.iters}")
@@ -268,7 +268,7 @@ def main() -> int:
     rows = []
     for label, path in files.items():
         rec, fig = by_label[label], acc[label]
-        speedup = float(np.median(base / np.array(rec["round_medians"])))
+        speedup = paired_ratio(by_label["FP32"], rec)
         gain = probe["int8_gain"][kinds[label]]["paired"] if label in kinds else None
         share = (speedup - 1) / (gain - 1) if gain and gain > 1 else None  # no gain to realise otherwise
         ops = int8_ops(path)

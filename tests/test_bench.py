@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from depthport.bench import Entry, peak_memory, sample_input, time_interleaved
+from depthport.bench import Entry, paired_ratio, peak_memory, sample_input, time_interleaved
 from depthport.cli import main
 from depthport.runtimes import load_runner
 
@@ -90,6 +90,14 @@ def test_export_step_records_latency_per_artifact(files, tiny_built):
     ctx.options.skip = frozenset({"bench"})
     step.apply(ctx, skipped)
     assert "latency_ms" not in skipped["artifacts"][0]
+
+
+def test_paired_ratio_is_the_median_of_same_round_ratios():
+    """Two rounds under load slow both files: the paired ratio still sees 2x, the ratio of the medians sees 1x."""
+    base = {"round_medians": [10.0, 30.0, 30.0]}
+    rec = {"round_medians": [20.0, 60.0, 30.0]}
+    assert paired_ratio(rec, base) == 2.0 and paired_ratio(base, rec) == 0.5
+    assert sorted(rec["round_medians"])[1] / sorted(base["round_medians"])[1] == 1.0
 
 
 def test_peak_memory_in_a_child_process(files):

@@ -2,6 +2,6 @@
 same run. Layer 5, above verify: may import core, runtimes, check (graph reading) and export; not report,
 predict, pipeline or cli."""
 
-from .timing import Entry, peak_memory, sample_input, time_interleaved
+from .timing import Entry, paired_ratio, peak_memory, sample_input, time_interleaved
 
-__all__ = ["Entry", "peak_memory", "sample_input", "time_interleaved"]
+__all__ = ["Entry", "paired_ratio", "peak_memory", "sample_input", "time_interleaved"]

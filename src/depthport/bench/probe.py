@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .timing import paired_ratio
+
 KINDS = ("fp32", "int8_dynamic", "int8_static")
 KIND_TEXT = {"fp32": "FP32", "int8_dynamic": "dynamic INT8 (dynamic_wi8_afp32)",
              "int8_static": "static INT8 (static_wi8_ai8, calibrated)"}
@@ -201,6 +203,6 @@ def summarize(spec: ProbeSpec, records: list[dict], threads: int) -> dict:
            "peak_source": "median of the FP32 chain", "int8_gain": {}}
     for kind in ("int8_dynamic", "int8_static"):
         if kind in kinds:
-            paired = float(np.median(np.array(fp32["round_medians"]) / np.array(kinds[kind]["round_medians"])))
+            paired = paired_ratio(fp32, kinds[kind])
             out["int8_gain"][kind] = {"median": fp32["median_ms"] / kinds[kind]["median_ms"], "paired": paired}
     return out

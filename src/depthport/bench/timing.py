@@ -35,6 +35,11 @@ def sample_input(shape, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(tuple(int(d) for d in shape)).astype(np.float32)
 
 
+def paired_ratio(rec: dict, base: dict) -> float:
+    """Median over rounds of ``rec``'s round median over ``base``'s (the same round: the same machine load)."""
+    return float(np.median(np.asarray(rec["round_medians"]) / np.asarray(base["round_medians"])))
+
+
 def time_interleaved(entries: list[Entry], rounds: int = 6, warmup: int = 1, iters: int = 1,
                      progress=None) -> list[dict]:
     """One record per entry: wall-clock median, min, max (ms) over all timed calls, the process CPU time
@@ -69,7 +74,7 @@ def time_interleaved(entries: list[Entry], rounds: int = 6, warmup: int = 1, ite
     first = records[0]
     for i, rec in enumerate(records):
         rec["ratio"] = {k: rec[k] / first[k] for k in ("median", "min", "max", "cpu_median")}
-        rec["ratio"]["paired"] = float(np.median(per_round[i] / per_round[0]))
+        rec["ratio"]["paired"] = paired_ratio(rec, first)
     return records
 
 
