@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from depthport.build import build
 from depthport.core.tflite_graph import graph_summary, read_graph
 from depthport.runtimes import load_runner
 
@@ -45,3 +46,17 @@ def test_failed_export_leaves_nothing(tiny_built, tmp_path):
     with pytest.raises(Exception):
         export_tflite(tiny_built.model, (56, 56), tmp_path / "x.tflite")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_small_reexport_is_made_once_per_export_and_file_kind(tmp_path):
+    """The small re-export (export.small) that the GPU check and the browser's GPU runs use: the same aspect with a
+    short side of 126, one model for every file kind, each file made once; none for an export that is small."""
+    from depthport.export.small import small_export
+
+    built, memo = build("da2-tiny", (140, 168)), {}
+    small = small_export(built, tmp_path, ".tflite", memo)
+    assert small.hw == (126, 154) and small_export(built, tmp_path, ".tflite", memo) is small
+    assert load_runner(small.path, threads=1).input_shape == (1, 3, 126, 154)
+    onnx = small_export(built, tmp_path, ".onnx", memo)
+    assert onnx.model is small.model and onnx.path.suffix == ".onnx" and onnx.path.is_file()
+    assert small_export(build("da2-tiny", (112, 140)), tmp_path) is None

@@ -9,8 +9,7 @@ from pathlib import Path
 from ..atomic import write_bytes
 from ..core.schema import Verdict, set_check
 from ..export.context import ExportContext
-from ..export.litert import export_tflite
-from ..export.litert_variants import VARIANTS, Variant, small_hw
+from ..export.litert_variants import VARIANTS, Variant
 from ..export.targets import GPU_TARGETS
 from .delegation import delegation_verdict
 from .fp16_compute import SUMMARY_KEYS, fp16_arithmetic_entry, fp16_verdict, predict_fp16
@@ -57,23 +56,10 @@ def check_litert(ctx: ExportContext, art: dict, path: Path) -> dict:
     return art
 
 
-def small_fp32(ctx: ExportContext) -> Path | None:
-    """An FP32 re-export of the same model and rewrites at a small shape (None when the export is small)."""
-    hw = small_hw(ctx.built.input_hw)
-    if hw is None:
-        return None
-    if ctx.small_fp32 is None:
-        from ..build import build
-
-        b = ctx.built
-        small = build(b.spec, hw, b.weights, rewrites=b.rewrites, pos_formula=b.pos_formula)
-        ctx.small_fp32 = export_tflite(small.model, hw, ctx.scratch / f"{ctx.stem}_small_fp32.tflite")
-    return ctx.small_fp32
-
-
 def gpu_runtime(ctx: ExportContext, path: Path, variant: Variant | None) -> dict:
     """Runtime section of the GPU check for ``path``; numbers come from a small re-export when there is one."""
-    small = numeric = small_fp32(ctx)
+    small = ctx.small_export(".tflite")
+    small = numeric = small.path if small is not None else None
     if small is not None and variant is not None:
         numeric = ctx.scratch / f"{ctx.stem}_small{variant.suffix}.tflite"
         write_bytes(numeric, variant.make(small, ctx.options))

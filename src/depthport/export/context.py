@@ -56,7 +56,7 @@ class ExportContext:
     options: StageOptions | dict = field(default_factory=StageOptions)
     files: dict[str, Path] = field(default_factory=dict)
     fp32_source: Path | None = None  # the FP32 .tflite the LiteRT variants are made from
-    small_fp32: Path | None = None  # a small-shape FP32 re-export for the numerical GPU run
+    small: dict = field(default_factory=dict)  # the small re-export's model and files (export.small), made once
     fp16_predictions: dict[str, dict] = field(default_factory=dict)  # by accumulation mode, computed once each
     figures: dict | None = None  # what report.html draws (verify fills it)
     progress: object = None  # a depthport.cli.progress reporter, or None
@@ -80,6 +80,12 @@ class ExportContext:
             self._scratch = Path(tempfile.mkdtemp(prefix="depthport-export-"))
             atexit.register(shutil.rmtree, self._scratch, True)
         return self._scratch
+
+    def small_export(self, suffix: str = ".tflite"):
+        """The export's one small-shape FP32 re-export as a ``suffix`` file (``export.small``), or None."""
+        from .small import small_export
+
+        return small_export(self.built, self.scratch, suffix, self.small)
 
     def detail(self, text: str) -> None:
         """Show how far the running stage is (images n/N, rounds r/R) where a person is watching."""

@@ -31,7 +31,6 @@ from .context import ExportContext
 INT8_KEEP_FLOAT = r"ScaleNorm|Resize|FusionBlock|out_conv[123]"
 # Float FC constants left in an INT8 file (norm averages, resize matrices) stay float32: they are exact.
 KEEP_FP32_CONSUMERS = frozenset({"FULLY_CONNECTED"})
-SMALL_SIDE = 126  # short side of the re-export used for the numerical GPU run of a large model
 INT8_GPU_TOL = 5e-2  # GPU computes INT8 weights in float, the CPU quantizes activations: they differ by that
 
 
@@ -112,15 +111,6 @@ def fp32_source(ctx: ExportContext) -> Path:
         path = ctx.scratch / f"{ctx.stem}_fp32.tflite"
         ctx.fp32_source = litert.export_tflite(ctx.built.model, ctx.built.input_hw, path)
     return ctx.fp32_source
-
-
-def small_hw(input_hw: tuple[int, int], side: int = SMALL_SIDE, multiple: int = 14) -> tuple[int, int] | None:
-    """A shape of the same aspect with the short side ``side``, or None when the export shape is not larger."""
-    h, w = input_hw
-    if min(h, w) <= side:
-        return None
-    scale = side / min(h, w)
-    return tuple(max(multiple, round(n * scale / multiple) * multiple) for n in (h, w))
 
 
 def export_variant(ctx: ExportContext, variant: Variant) -> dict:

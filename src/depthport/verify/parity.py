@@ -52,6 +52,15 @@ class References:
     _inputs: dict = field(default_factory=dict)
     _outputs: dict = field(default_factory=dict)
 
+    def at(self, hw: tuple[int, int], threads: int, eager_model=None, fp64: bool = True) -> References:
+        """The same images and upstream model (and, with ``fp64``, float64 when there is one) at another shape,
+        with ``eager_model`` (depthport's model built for that shape) as the eager reference, or none."""
+        ref64 = (TorchRunner(self.reference64.model, hw, threads, "reference-eager-fp64", self.reference64.dtype)
+                 if fp64 and self.reference64 is not None else None)
+        eager = TorchRunner(eager_model, hw, threads, "depthport-eager") if eager_model is not None else None
+        return References(self.images, hw, TorchRunner(self.reference.model, hw, threads, "reference-eager"), eager,
+                          self.eager_normalized, self.label, ref64, spec=self.spec)
+
     @property
     def names(self) -> list[str]:
         return [name for name, _ in self.images]

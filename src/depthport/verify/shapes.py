@@ -12,18 +12,8 @@ from pathlib import Path
 from ..core.schema import ERROR, FAIL, NOT_MEASURED, Verdict, set_check
 from ..errors import InputError, error_text
 from ..runtimes import load_runner
-from ..runtimes.torch import TorchRunner
 from .gates import evaluate
 from .parity import References, parity_record, run_file
-
-
-def refs_at(refs: References, hw: tuple[int, int], threads: int) -> References:
-    """The upstream references (and float64 when there is one) at another shape; no eager model (it is built for
-    the export shape)."""
-    ref64 = (TorchRunner(refs.reference64.model, hw, threads, "reference-eager-fp64", refs.reference64.dtype)
-             if refs.reference64 is not None else None)
-    return References(refs.images, hw, TorchRunner(refs.reference.model, hw, threads, "reference-eager"), None,
-                      refs.eager_normalized, refs.label, ref64, spec=getattr(refs, "spec", None))
 
 
 def verify_shapes(path: Path, refs: References, shapes: list, threads: int, gates: dict) -> dict:
@@ -35,7 +25,7 @@ def verify_shapes(path: Path, refs: References, shapes: list, threads: int, gate
     for hw in (tuple(s) for s in shapes):
         if hw == tuple(refs.input_hw):
             continue
-        shaped = refs_at(refs, hw, threads)
+        shaped = refs.at(hw, threads)
         outputs = run_file(runner, shaped, path.name, refs.eager_normalized)
         record = parity_record(outputs, shaped, refs.label)
         if shaped.reference64 is None:

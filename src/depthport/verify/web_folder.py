@@ -23,7 +23,7 @@ from ..check import webgpu_verdict
 from ..core import metrics
 from ..core.schema import ERROR, Verdict, set_check
 from ..errors import InputError, error_text
-from ..runtimes.torch import TorchRunner
+from ..export.small import SmallExport, small_export
 from ..web import chromium
 from ..web.folder import read_config
 from ..web.server import serving
@@ -47,6 +47,7 @@ class WebJob:
     fast_shaders: bool = False
     backends: tuple[str, ...] = tuple(BACKENDS)
     config: dict = field(default_factory=dict)
+    small: dict = field(default_factory=dict)  # the export's small re-export memo (ExportContext.small), if any
 
     def __post_init__(self):
         self.config = self.config or read_config(self.folder)
@@ -92,35 +93,6 @@ def run_backend(page, name: str, model: str | None, hw: tuple[int, int], images,
             "tensors": tensors, "outputs": outputs, "time": timing(ms, info.get("accelerator"), adapter)}
 
 
-def small_model(job: WebJob):
-    """(file, shape, model) of a small re-export of the same model and rewrites, or None for a small export."""
-    from ..build import build
-    from ..export.litert_variants import small_hw
-
-    hw = small_hw(job.built.input_hw)
-    if hw is None:
-        return None
-    b = job.built
-    model = build(b.spec, hw, b.weights, rewrites=b.rewrites, pos_formula=b.pos_formula).model
-    path = job.scratch / f"web_small_{hw[0]}x{hw[1]}{Path(job.config['model_file']).suffix}"
-    if path.suffix == ".onnx":
-        from ..export.onnx import export_onnx
-
-        export_onnx(model, hw, path)
-    else:
-        from ..export.litert import export_tflite
-
-        export_tflite(model, hw, path)
-    return path, hw, model
-
-
-def refs_at(refs: References, hw: tuple[int, int], eager_model, threads: int) -> References:
-    """The same references (upstream model, images) at another shape, with depthport's eager model for it."""
-    return References(refs.images, hw, TorchRunner(refs.reference.model, hw, threads, "reference-eager"),
-                      TorchRunner(eager_model, hw, threads, "depthport-eager"), refs.eager_normalized, refs.label,
-                      spec=getattr(refs, "spec", None))
-
-
 def fp16_predictions(model, hw: tuple[int, int], normalize: bool, images) -> dict:
     """depthport's FP16 predictions for ``model``: FP16 storage (fp16 weights and op outputs, FP32 arithmetic:
     ``accumulate="fp32"``) and FP16 arithmetic (fp16 accumulation too), as rel. L2 against FP32."""
@@ -133,10 +105,10 @@ def fp16_predictions(model, hw: tuple[int, int], normalize: bool, images) -> dic
     return out
 
 
-def gpu_runs(page, job: WebJob, adapter: str, cpu: dict, small) -> dict:
+def gpu_runs(page, job: WebJob, adapter: str, cpu: dict, small: SmallExport | None) -> dict:
     """The WebGPU runs with their comparisons: against the same file on the CPU and the reference at that shape."""
-    model_url, hw, model = (SMALL_URL, small[1], small[2]) if small else (None, job.built.input_hw, job.built.model)
-    refs = refs_at(job.refs, hw, model, job.threads) if small else job.refs
+    model_url, hw, model = (SMALL_URL, small.hw, small.model) if small else (None, job.built.input_hw, job.built.model)
+    refs = job.refs.at(hw, job.threads, model, fp64=False) if small else job.refs
     names = [n for n in job.backends if n.startswith("webgpu")]
     if small and names:
         cpu = run_backend(page, "wasm", model_url, hw, refs.images, adapter)
@@ -199,9 +171,10 @@ def show(page, backend: str) -> dict:
 def verify_folder(job: WebJob) -> WebResult:
     """Every requested backend of ``job.folder`` in headless Chromium (see the module's doc)."""
     gpu_wanted = any(n.startswith("webgpu") for n in job.backends)
-    small = small_model(job) if gpu_wanted else None
+    suffix = Path(job.config["model_file"]).suffix
+    small = small_export(job.built, job.scratch, suffix, job.small) if gpu_wanted else None
     browser = chromium.shared_browser(job.fast_shaders)
-    with serving(job.folder, {SMALL_URL: small[0]} if small else None) as url:
+    with serving(job.folder, {SMALL_URL: small.path} if small else None) as url:
         page = browser.open(url)
         try:
             adapter = page.call("() => window.depthport.page.gpu") or ""
@@ -238,7 +211,8 @@ def public_run(run: dict) -> dict:
     return out
 
 
-def assemble(job: WebJob, browser, adapter: str, wasm: dict, runs: dict, small, shown: dict) -> WebResult:
+def assemble(job: WebJob, browser, adapter: str, wasm: dict, runs: dict, small: SmallExport | None,
+             shown: dict) -> WebResult:
     refs = job.refs
     if "error" in wasm:
         parity = {"error": f"the page failed on WASM: {wasm['error']}", "cause": ERROR}
@@ -256,7 +230,7 @@ def assemble(job: WebJob, browser, adapter: str, wasm: dict, runs: dict, small, 
              "fast_shaders": job.fast_shaders, "adapter": adapter or None, "runtime": job.config["runtime"],
              "runtime_version": job.config["runtime_version"],
              "backends": {"wasm": public_run(wasm), **{n: public_run(r) for n, r in runs.items()}},
-             "small_reexport": {"shape": list(small[1]), "why": "WebGPU on SwiftShader emulates the GPU on the CPU: "
+             "small_reexport": {"shape": list(small.hw), "why": "WebGPU on SwiftShader emulates the GPU on the CPU: "
                                 "the WebGPU runs use a small re-export of the same model and rewrites"} if small else None,
              "shown": {k: v for k, v in shown.items() if k != "png"}}
     if "error" not in wasm:
@@ -294,7 +268,7 @@ def apply(ctx, report: dict, refs: References, figures: dict) -> None:
     for art in (a for a in report["artifacts"] if a["target"] in WEB_TARGETS):
         ctx.detail(f"{art['file']} in headless Chromium")
         job = WebJob(ctx.out_dir / art["file"], refs, ctx.built, ctx.scratch, ctx.options.threads,
-                     ctx.options.web_fast_shaders)
+                     ctx.options.web_fast_shaders, small=ctx.small)
         try:
             result = verify_folder(job)
         except (InputError, RuntimeError, OSError) as exc:
