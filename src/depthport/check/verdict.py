@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from depthport.check.gpu_runtime import empty_runtime, run_gpu_check
-from depthport.check.static import Violation, check_static, has_errors
+from depthport.check.static import Violation, check_static
 from depthport.core.schema import ERROR, SKIPPED, Verdict
 from depthport.core.tflite_graph import TfliteReadError, graph_summary, read_graph
 

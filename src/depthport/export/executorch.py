@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..atomic import atomic_path
-from ..errors import InputError, MissingDependency
+from ..errors import MissingDependency
 from ..fp16.safe import Fp16SafeScaleNorm
 from ..models.layers import LOGIT_BOUND, Attention, Mlp, Resize, ScaleNorm, slices, tree_sum
 from .context import ExportContext, artifact_entry
