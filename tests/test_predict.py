@@ -3,14 +3,19 @@ colour forms)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import struct
+import time
 import zlib
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image, ImageCms
 
+from depthport.atomic import atomic_paths, sigint_deferred
 from depthport.core.images import folder_set
 from depthport.preprocess import load_image
 
@@ -89,3 +94,20 @@ def test_a_multi_frame_file_gives_its_first_frame(tmp_path):
     frames[0].save(tmp_path / "anim.gif", save_all=True, append_images=frames[1:], duration=100)
     assert getattr(Image.open(tmp_path / "anim.gif"), "n_frames", 1) == 2
     assert load_image(tmp_path / "anim.gif").getpixel((5, 5)) == (255, 0, 0)
+
+
+# ------------------------------------------------------------------------------------------------ Ctrl-C
+def test_ctrl_c_during_a_group_of_renames_takes_effect_after_it(tmp_path):
+    """atomic_paths renames a PNG and its .npy under sigint_deferred: a real SIGINT inside waits for the end."""
+    with pytest.raises(KeyboardInterrupt):
+        with sigint_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # Python would have raised by now
+            (tmp_path / "after").write_text("the block ran to its end")
+    assert (tmp_path / "after").is_file()
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_paths(tmp_path / "a.png", tmp_path / "a.npy") as (png, npy):
+            png.write_text("png")
+            npy.write_text("npy")
+            raise KeyboardInterrupt
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["after"]
