@@ -1,8 +1,11 @@
 """`depthport predict` as image tools do it: the photo as a viewer shows it (EXIF orientation, colour profile,
-colour forms)."""
+colour forms) and depth at the photo's size (bicubic, as transformers resizes it).
+
+Everything runs on the session's tiny LiteRT export (56x70) and images made here."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import struct
@@ -16,8 +19,20 @@ import torch
 from PIL import Image, ImageCms
 
 from depthport.atomic import atomic_paths, sigint_deferred
+from depthport.cli import main
 from depthport.core.images import folder_set
-from depthport.preprocess import load_image
+from depthport.predict import Predictor
+from depthport.preprocess import letterbox_box, load_image
+from depthport.quiet import native_stderr_muted
+from depthport.spec import CANONICAL, METRES, output_units
+
+from helpers import TINY_HW
+
+# EXIF orientation tag -> how the stored pixels are turned to show them (EXIF 2.32, tag 0x0112)
+SHOWN = {1: None, 2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,
+         4: Image.Transpose.FLIP_TOP_BOTTOM, 5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270,
+         7: Image.Transpose.TRANSVERSE, 8: Image.Transpose.ROTATE_90}
+
 
 
 def photo(h: int = 40, w: int = 60, seed: int = 0) -> Image.Image:
@@ -27,7 +42,50 @@ def photo(h: int = 40, w: int = 60, seed: int = 0) -> Image.Image:
     return Image.fromarray((fine[0].permute(1, 2, 0).numpy() * 255).round().astype(np.uint8))
 
 
+def ok(capsys, argv: list[str]) -> tuple[str, str]:
+    capsys.readouterr()
+    assert main([str(a) for a in argv]) == 0, capsys.readouterr().err
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
+def bicubic(depth: np.ndarray, hw: tuple[int, int]) -> np.ndarray:
+    """transformers' post_process_depth_estimation resize, written out here."""
+    x = torch.from_numpy(depth.astype(np.float32))[None, None]
+    return torch.nn.functional.interpolate(x, size=hw, mode="bicubic", align_corners=False)[0, 0].numpy()
+
+
+def single(capsys, model, image: Path, out: Path, *extra, bar: bool = False) -> np.ndarray:
+    """The depth of one image through the command line (.npy beside the PNG); checks the PNG has its size (and,
+    with ``bar``, a colour bar beside it)."""
+    ok(capsys, ["predict", model, image, "-o", out.with_suffix(".png"), "--npy", out.with_suffix(".npy"), *extra])
+    depth = np.load(out.with_suffix(".npy"))
+    width, height = Image.open(out.with_suffix(".png")).size
+    assert height == depth.shape[0] and (width > depth.shape[1] if bar else width == depth.shape[1])
+    return depth
+
+
 # ------------------------------------------------------------------------------------------------ the photo
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_every_exif_orientation_gives_the_displayed_photo(tiny_tflite, tmp_path, capsys, orientation):
+    """A 60x40 photo stored with each orientation tag: depth has the displayed shape and is the depth of the photo
+    already turned (the same decoded pixels, turned here from the EXIF table, saved losslessly)."""
+    stored = tmp_path / "stored.jpg"
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    photo().save(stored, exif=exif, quality=95)
+    with Image.open(stored) as raw:
+        assert raw.getexif()[0x0112] == orientation
+        pixels = Image.fromarray(np.asarray(raw.convert("RGB")))  # the decoded pixels, without the EXIF
+    shown = pixels.transpose(SHOWN[orientation]) if SHOWN[orientation] is not None else pixels
+    shown.save(tmp_path / "shown.png")
+    assert 0x0112 not in Image.open(tmp_path / "shown.png").getexif()
+    depth = single(capsys, tiny_tflite, stored, tmp_path / "tagged")
+    expected = single(capsys, tiny_tflite, tmp_path / "shown.png", tmp_path / "turned")
+    assert depth.shape == (shown.height, shown.width) == ((60, 40) if orientation >= 5 else (40, 60))
+    assert np.array_equal(depth, expected)
+
+
 def test_verification_folders_read_images_as_shown(tmp_path):
     """`--images DIR` (core.images.folder_set) reads through load_image: EXIF orientation applied."""
     exif = Image.Exif()
@@ -94,6 +152,44 @@ def test_a_multi_frame_file_gives_its_first_frame(tmp_path):
     frames[0].save(tmp_path / "anim.gif", save_all=True, append_images=frames[1:], duration=100)
     assert getattr(Image.open(tmp_path / "anim.gif"), "n_frames", 1) == 2
     assert load_image(tmp_path / "anim.gif").getpixel((5, 5)) == (255, 0, 0)
+
+
+# ------------------------------------------------------------------------------------------------ the size
+@pytest.mark.parametrize("letterbox", [False, True])
+def test_depth_is_at_the_photos_size_unless_model_size(tiny_tflite, tmp_path, capsys, letterbox):
+    """Default: the model's depth resized to the photo (bicubic, align_corners=False; the letterbox's content
+    cropped first); --model-size: the model's shape. The PNG has the .npy's size either way."""
+    photo(30, 60).save(tmp_path / "p.png")
+    extra = ["--letterbox"] if letterbox else []
+    depth = single(capsys, tiny_tflite, tmp_path / "p.png", tmp_path / "photo", *extra)
+    model = single(capsys, tiny_tflite, tmp_path / "p.png", tmp_path / "model", "--model-size", *extra)
+    assert depth.shape == (30, 60) and model.shape == TINY_HW
+    if letterbox:
+        top, left, h, w = letterbox_box((30, 60), TINY_HW)
+        assert (top, left, h, w) == (10, 0, 35, 70)  # the bars are cut off, then 35x70 resized to 30x60
+        model = model[top:top + h, left:left + w]
+    np.testing.assert_allclose(depth, bicubic(model, (30, 60)), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("meaning", [METRES, CANONICAL])
+def test_metric_depth_stays_in_metres_at_the_photos_size(tiny_tflite, tmp_path, capsys, meaning):
+    """Resizing does not rescale values: the photo-size metres are the bicubic resize of the model-size metres,
+    which are the raw output (times focal x scale / 300 for canonical depth, at the input size)."""
+    folder = tmp_path / "export"
+    folder.mkdir()
+    model = folder / "metric.tflite"
+    model.write_bytes(Path(tiny_tflite).read_bytes())
+    units = output_units(meaning, 20.0) if meaning == METRES else output_units(meaning, focal_reference=300.0)
+    (folder / "report.json").write_text(json.dumps({"output_units": units}))
+    photo(45, 70).save(tmp_path / "p.png")
+    focal = ["--focal", "700"] if meaning == CANONICAL else []
+    depth = single(capsys, model, tmp_path / "p.png", tmp_path / "photo", *focal, bar=True)
+    at_input = single(capsys, model, tmp_path / "p.png", tmp_path / "model", "--model-size", *focal, bar=True)
+    with native_stderr_muted():
+        raw = Predictor(tiny_tflite, model_size=True).depth(load_image(tmp_path / "p.png"))
+    factor = 700 * (70 / 70 + 56 / 45) / 2 / 300 if meaning == CANONICAL else 1.0
+    np.testing.assert_allclose(at_input, raw * factor, rtol=1e-6)
+    np.testing.assert_allclose(depth, bicubic(at_input, (45, 70)), rtol=0, atol=1e-6)
 
 
 # ------------------------------------------------------------------------------------------------ Ctrl-C

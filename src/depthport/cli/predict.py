@@ -13,6 +13,9 @@ def add_parser(subparsers):
     p.add_argument("image")
     p.add_argument("-o", "--output", default="depth.png")
     p.add_argument("--npy", help="also write the depth as .npy (float32; metres for metric models)")
+    p.add_argument("--model-size", action="store_true",
+                   help="keep the depth at the model's input size (default: resized to the image's size, bicubic "
+                        "as transformers' post_process_depth_estimation)")
     p.add_argument("--focal", type=float, metavar="PX",
                    help="the camera's focal length in pixels of IMAGE: required by models whose metres need it "
                         "(da3-metric-large: metres = value x focal_px / 300 at the input size)")
@@ -30,7 +33,7 @@ def run(args) -> int:
     accel = accelerator_options(args)
     with native_stderr_muted(not args.verbose):
         depth = predict(args.file, args.image, args.output, args.npy, letterbox=args.letterbox, threads=args.threads,
-                        focal=args.focal, **accel)
+                        focal=args.focal, model_size=args.model_size, **accel)
     unit = " m" if (output_units(Path(args.file)) or {}).get("metric") else ""
     console().print(f"wrote {args.output}" + (f" and {args.npy}" if args.npy else "")
                     + f": depth {depth.shape[0]}x{depth.shape[1]}, range {depth.min():.4g}..{depth.max():.4g}{unit}")
