@@ -190,7 +190,7 @@ def predict_args(model, image, out: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("make,message", [
-    (lambda p: p.mkdir(), "is a folder, not an image file"),
+    (lambda p: p.mkdir(), "no images in"),  # a folder is many inputs: here none
     (lambda p: p.write_bytes(b""), "the file is empty (0 bytes)"),
     (lambda p: p.write_text("hello, not a picture\n"), "not an image format Pillow can read"),
     (lambda p: p.write_bytes((Path(ASSET).read_bytes())[:400]), "cannot read image"),  # a truncated JPEG
@@ -232,7 +232,7 @@ def test_image_with_transparency_is_composited_on_white(tiny_tflite, tmp_path, o
         half = np.asarray(src.convert(mode).convert("RGBA"))[:, 10:20, :3].astype(int)
         assert np.abs(pixels[:, 10:20] - (half * 128 + 255 * 127) / 255).max() <= 1
     assert main(predict_args(tiny_tflite, path, out)) == 0
-    assert Image.open(out / "o.png").size == (50, 40) and np.load(out / "o.npy").shape == TINY_HW
+    assert Image.open(out / "o.png").size == (50, 40) and np.load(out / "o.npy").shape == (40, 50)
 
 
 @pytest.mark.parametrize("dtype,mode", [(np.uint16, "I;16"), (np.int32, "I")])
@@ -242,6 +242,73 @@ def test_16_and_32_bit_greyscale_are_refused_clearly(tiny_tflite, tmp_path, out,
     assert Image.open(path).mode == mode
     refused(capsys, predict_args(tiny_tflite, path, out), f"unsupported image mode {mode!r}", "convert it to 8 bits")
     assert not list(out.iterdir())
+
+
+# ------------------------------------------------------------------------------------------------------ many inputs
+def tiny_video(path: Path, frames: int = 2) -> Path:
+    import av
+
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mjpeg", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 32, 24, "yuvj420p"
+        for _ in range(frames):
+            for packet in stream.encode(av.VideoFrame.from_ndarray(np.zeros((24, 32, 3), np.uint8), "rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path
+
+
+@pytest.mark.parametrize("case,message", [
+    ("not-a-video", "cannot read video"),
+    ("missing-video", "video not found"),
+    ("no-match", "no files match the pattern"),
+    ("only-bad-images", "none of the 2 images could be processed; first: bad.png: cannot read image"),
+    ("videos-in-a-pattern", "matches videos (clip.mp4): a pattern or a folder takes images"),
+])
+def test_many_inputs_that_cannot_be_read_are_one_line(tiny_tflite, tmp_path, out, capsys, case, message):
+    source = {"not-a-video": tmp_path / "clip.mp4", "missing-video": tmp_path / "missing.mov",
+              "no-match": tmp_path / "*.jpg", "only-bad-images": tmp_path / "photos",
+              "videos-in-a-pattern": tmp_path / "*.mp4"}[case]
+    if case == "not-a-video":
+        source.write_text("not a video")
+    elif case == "only-bad-images":
+        source.mkdir()
+        (source / "bad.png").write_text("not an image")
+        (source / "empty.jpg").write_bytes(b"")
+    elif case == "videos-in-a-pattern":
+        tiny_video(tmp_path / "clip.mp4")
+    argv = ["predict", str(tiny_tflite), str(source), "-o", str(out / "depth")]
+    if case == "only-bad-images":  # each skipped image has its line as it goes, then the error
+        capsys.readouterr()
+        assert main(argv) == 2
+        *skips, last = capsys.readouterr().err.strip().splitlines()
+        assert [line.split(":")[0] for line in skips] == ["skipped bad.png", "skipped empty.jpg"]
+        assert last.startswith("depthport predict: error: ") and message in last
+    else:
+        refused(capsys, argv, "depthport predict: error:", message)
+    assert not list(out.iterdir())
+
+
+def test_many_inputs_refuse_outputs_before_any_work(tiny_tflite, tmp_path, out, capsys):
+    """An output folder that would overwrite an input, -o a file for many images, a video written under a suffix
+    PyAV is not asked to write, a stack over the video: refused, nothing written, the inputs unchanged."""
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    Image.new("RGB", (30, 20), (200, 10, 10)).save(photos / "a.png")
+    before = (photos / "a.png").read_bytes()
+    refused(capsys, ["predict", str(tiny_tflite), str(photos), "-o", str(photos)],
+            "-o would overwrite the image", "a.png")
+    (out / "file").write_text("a file")
+    refused(capsys, ["predict", str(tiny_tflite), str(photos), "-o", str(out / "file")],
+            f"-o {out / 'file'} is a file; for a folder or pattern of images -o is a folder")
+    video = tiny_video(tmp_path / "clip.mp4")
+    refused(capsys, ["predict", str(tiny_tflite), str(video), "-o", str(out / "d.png")],
+            "a depth video is written as .mp4, .mov, .mkv")
+    refused(capsys, ["predict", str(tiny_tflite), str(video), "-o", str(out / "d.mp4"), "--npy", str(video)],
+            "would overwrite the video")
+    assert [p.name for p in out.iterdir()] == ["file"] and (photos / "a.png").read_bytes() == before
+    assert sorted(p.name for p in photos.iterdir()) == ["a.png"]
 
 
 # ------------------------------------------------------------------------------------------------------ outputs

@@ -228,6 +228,6 @@ def test_predict_gives_a_da3_file_the_official_resize(tflite, tmp_path):
     (folder / "report.json").write_text(json.dumps({"model": "da3-tiny"}))
     img.save(tmp_path / "img.png")
     with native_stderr_muted():
-        depth = predict(folder / path.name, tmp_path / "img.png", tmp_path / "d.png")
+        depth = predict(folder / path.name, tmp_path / "img.png", tmp_path / "d.png", model_size=True)
         expected = np.asarray(load_runner(path).run(da3_input(img, HW))).reshape(HW)
     assert np.array_equal(depth, expected)

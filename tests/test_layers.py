@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("verify",),
     ("bench",),
     ("report",),
-    ("predict", "pipeline"),
+    ("predict", "predict_inputs", "predict_many", "pipeline"),
     ("cli",),
 ]
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}

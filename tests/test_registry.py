@@ -303,7 +303,7 @@ def test_output_meaning_reaches_report_and_card(tiny_id, tiny_report):
 def test_predict_gives_the_output_in_its_units(tiny_id, tiny_report, tmp_path):
     from depthport import __file__ as package
     from depthport.errors import InputError
-    from depthport.predict import model_input, predict
+    from depthport.predict import model_input, photo_size, predict
     from depthport.preprocess import load_image
     from depthport.quiet import native_stderr_muted
     from depthport.runtimes import load_runner
@@ -317,10 +317,11 @@ def test_predict_gives_the_output_in_its_units(tiny_id, tiny_report, tmp_path):
         predict(model, image_path, tmp_path / "x.png", focal=None if spec.needs_focal else 700.0)
     with native_stderr_muted():
         depth = predict(model, image_path, tmp_path / "d.png", tmp_path / "d.npy", focal=focal)
-        raw = np.asarray(load_runner(model).run(model_input(image, model, spec.default_hw))).reshape(depth.shape)
-    h, w = depth.shape
+        raw = np.asarray(load_runner(model).run(model_input(image, model, spec.default_hw))).reshape(spec.default_hw)
+    h, w = spec.default_hw
     factor = focal * (w / image.width + h / image.height) / 2 / 300 if spec.needs_focal else 1.0
-    np.testing.assert_allclose(depth, raw * factor, rtol=1e-6)
+    assert depth.shape == (image.height, image.width)  # resized to the photo, values kept (metres stay metres)
+    np.testing.assert_allclose(depth, photo_size(raw * np.float32(factor), depth.shape), rtol=1e-5, atol=1e-6)
     assert np.array_equal(np.load(tmp_path / "d.npy"), depth)
     png = Image.open(tmp_path / "d.png")
     assert png.height == image.height and (png.width > image.width) == spec.metric  # colour bar in metres

@@ -1,10 +1,12 @@
-"""Write-then-rename, so a failed step never leaves a half-written artifact behind."""
+"""Write-then-rename, so a failed or interrupted step never leaves a half-written artifact behind."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import tempfile
+import threading
 from pathlib import Path
 
 
@@ -13,17 +15,46 @@ def atomic_path(final: str | os.PathLike):
     """Yields a temporary path beside ``final``; renamed onto it only if the block succeeds."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    try:
+    tmp = None
+    try:  # from the temporary file's creation on, so that a Ctrl-C at any point removes it
+        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
+        os.close(fd)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         yield Path(tmp)
         os.replace(tmp, final)
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def atomic_paths(*finals: str | os.PathLike):
+    """Yields temporary paths beside each of ``finals``, all renamed onto them only if the block succeeds; a
+    Ctrl-C during the renames takes effect after the last, so the group is in place whole or not at all."""
+    with contextlib.ExitStack() as stack:
+        temps = [stack.enter_context(atomic_path(final)) for final in finals]
+        yield temps
+        with sigint_deferred():
+            stack.close()
+
+
+@contextlib.contextmanager
+def sigint_deferred():
+    """Ctrl-C (SIGINT) inside the block takes effect when it ends; in a thread other than the main one (where
+    Python cannot set a handler), the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda *received: caught.append(received))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught and callable(previous):
+        previous(*caught[0])
 
 
 def write_text(final: str | os.PathLike, text: str) -> None:

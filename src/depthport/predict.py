@@ -1,19 +1,20 @@
-"""`depthport predict`: run any exported file on one image with the right preprocessing; metric models' depth in
-metres (with the camera's focal length where the model needs it)."""
+"""`depthport predict`: run any exported file on one image with the right preprocessing, the depth resized back
+to the image's size; metric models' depth in metres (with the camera's focal length where the model needs it).
+``Predictor`` loads a file once for many images (``predict_many``)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 from pathlib import Path
 
 import numpy as np
+import torch
 from PIL import Image
 
+from .atomic import atomic_paths
 from .outdir import check_output_file
-from .atomic import atomic_path
-from .preprocess import InputError, load_image, to_tensor
+from .preprocess import InputError, letterbox_box, load_image, to_tensor
 from .registry import MODELS
 from .runtimes import load_runner
 from .visualize import colorize, depth_range, with_colorbar
@@ -82,11 +83,70 @@ def to_metres(depth: np.ndarray, units: dict | None, focal: float | None, image_
     return depth * np.float32(focal * scale / ref)
 
 
+def photo_size(depth: np.ndarray, image_hw: tuple[int, int], letterbox: bool = False) -> np.ndarray:
+    """``depth`` at the model's input size -> (H, W) of the image, as transformers' Depth Anything
+    ``post_process_depth_estimation`` resizes it: ``torch.nn.functional.interpolate(mode="bicubic",
+    align_corners=False)``. A letterboxed input's content box is cropped first. Values are not rescaled (bicubic
+    may overshoot the input's range slightly near edges)."""
+    if letterbox:
+        top, left, h, w = letterbox_box(image_hw, depth.shape)
+        depth = depth[top:top + h, left:left + w]
+    x = torch.from_numpy(np.ascontiguousarray(depth, dtype=np.float32))[None, None]
+    return torch.nn.functional.interpolate(x, size=tuple(image_hw), mode="bicubic", align_corners=False)[0, 0].numpy()
+
+
+class Predictor:
+    """An exported file loaded once, for any number of images (see ``predict`` for the options)."""
+
+    def __init__(self, model_path: str | Path, letterbox: bool = False, threads: int = 2, accelerator: str = "cpu",
+                 gpu_precision: str = "fp32", focal: float | None = None, model_size: bool = False,
+                 images: str | Path = "the image"):
+        self.model_path = Path(model_path)
+        self.units = output_units(self.model_path)
+        check_focal(self.units, focal, self.model_path, images)
+        self.letterbox, self.focal, self.model_size = letterbox, focal, model_size
+        self.runner = load_runner(self.model_path, threads=threads, accelerator=accelerator,
+                                  gpu_precision=gpu_precision)
+        if len(self.runner.input_shape) != 4 or self.runner.input_shape[1] != 3:
+            raise InputError(f"{self.model_path.name} does not take an image (input {list(self.runner.input_shape)})")
+        self.hw = tuple(self.runner.input_shape[2:])
+
+    @property
+    def metric(self) -> bool:
+        return bool((self.units or {}).get("metric"))
+
+    def depth(self, image: Image.Image) -> np.ndarray:
+        """Depth (H, W) of an RGB image: at the image's size, or the model's with ``model_size``; metres for a
+        metric model."""
+        x = model_input(image, self.model_path, self.hw, self.letterbox)
+        raw = np.asarray(self.runner.run(x)).reshape(self.hw)
+        depth = to_metres(raw, self.units, self.focal, image.size, self.letterbox)
+        return depth if self.model_size else photo_size(depth, (image.height, image.width), self.letterbox)
+
+    def picture(self, depth: np.ndarray) -> Image.Image:
+        """The colourised depth at its own size, with a colour bar in metres on the right for a metric model."""
+        lo, hi = depth_range(depth)
+        picture = colorize(depth, lo=lo, hi=hi)
+        return with_colorbar(picture, lo, hi, "depth (m)") if self.metric else picture
+
+
+def write_depth(depth: np.ndarray, picture: Image.Image, out_png: str | Path, out_npy: str | Path | None) -> None:
+    """The PNG (and the .npy, float32) written together or not at all: each is renamed into place only once both
+    are written."""
+    with atomic_paths(*[out for out in (out_png, out_npy) if out]) as temps:
+        picture.save(temps[0], format="PNG")
+        if out_npy:
+            with open(temps[1], "wb") as fh:
+                np.save(fh, depth.astype(np.float32))
+
+
 def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path, out_npy: str | Path | None = None,
             letterbox: bool = False, threads: int = 2, accelerator: str = "cpu",
-            gpu_precision: str = "fp32", focal: float | None = None) -> np.ndarray:
-    """Depth (H, W) at the model's input size (in metres for a metric model); writes a colourised PNG at the
-    image's own size, with a colour bar in metres for a metric model.
+            gpu_precision: str = "fp32", focal: float | None = None, model_size: bool = False) -> np.ndarray:
+    """Depth (H, W) of one image at the image's displayed size (``photo_size``: bicubic, as transformers
+    resizes it), or at the model's input size with ``model_size``; in metres for a metric model. Writes the
+    colourised depth as a PNG of the same size (with a colour bar in metres for a metric model) and, with
+    ``out_npy``, the depth as float32 .npy.
 
     ``focal`` is the camera's focal length in pixels of the image, which models whose metres need it require
     (Depth Anything 3 Metric) and others refuse. ``accelerator="gpu"`` runs a .tflite on the LiteRT GPU
@@ -94,8 +154,6 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
     before anything runs (an existing folder, or a file where a folder should be, is an InputError); the PNG and
     the .npy are written together or not at all."""
     model_path = Path(model_path)
-    units = output_units(model_path)
-    check_focal(units, focal, model_path, image_path)
     taken = {model_path.resolve(): "the model file", Path(image_path).resolve(): "the image"}
     for option, out in (("-o", out_png), ("--npy", out_npy)):
         if out:
@@ -104,21 +162,7 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
                 raise InputError(f"{option} {out} would overwrite {taken[key]}; give another file name")
             taken[key] = f"the {option} file"
     image = load_image(image_path)
-    runner = load_runner(model_path, threads=threads, accelerator=accelerator, gpu_precision=gpu_precision)
-    if len(runner.input_shape) != 4 or runner.input_shape[1] != 3:
-        raise InputError(f"{model_path.name} does not take an image (input {list(runner.input_shape)})")
-    hw = tuple(runner.input_shape[2:])
-    x = model_input(image, model_path, hw, letterbox)
-    depth = to_metres(np.asarray(runner.run(x)).reshape(hw), units, focal, image.size, letterbox)
-    lo, hi = depth_range(depth)
-    picture = colorize(depth, lo=lo, hi=hi).resize(image.size, Image.Resampling.BILINEAR)
-    if (units or {}).get("metric"):
-        picture = with_colorbar(picture, lo, hi, "depth (m)")
-    with contextlib.ExitStack() as both:  # both files or neither: each is renamed into place only if all went well
-        png_tmp = both.enter_context(atomic_path(out_png))
-        npy_tmp = both.enter_context(atomic_path(out_npy)) if out_npy else None
-        picture.save(png_tmp, format="PNG")
-        if npy_tmp:
-            with open(npy_tmp, "wb") as fh:
-                np.save(fh, depth.astype(np.float32))
+    predictor = Predictor(model_path, letterbox, threads, accelerator, gpu_precision, focal, model_size, image_path)
+    depth = predictor.depth(image)
+    write_depth(depth, predictor.picture(depth), out_png, out_npy)
     return depth

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 from .errors import InputError
 
@@ -39,16 +40,21 @@ def size_from_aspect(long_side: int, aspect: str, multiple: int = PATCH) -> tupl
 
 
 def load_image(path: str | Path) -> Image.Image:
-    """An RGB image; a path that is not a readable image, or an image that cannot become RGB without guessing,
-    is an InputError (one line, exit status 2).
+    """An RGB image as an image viewer shows it; a path that is not a readable image, or an image that cannot
+    become RGB without guessing, is an InputError (one line, exit status 2).
 
+    - EXIF orientation (all eight) is applied (``ImageOps.exif_transpose``): the image has the displayed shape.
+    - A multi-frame file (animated GIF, PNG or WebP, multi-page TIFF, MPO) gives its first frame.
+    - An embedded ICC profile converts the colours to sRGB (``ImageCms``, perceptual intent); a profile that
+      cannot be read or does not fit the image's colour space is ignored, as viewers ignore it.
+    - Greyscale (L, 1), palette, CMYK, YCbCr, LAB and HSV images become RGB (Pillow's conversions where no
+      profile says otherwise); 16-bit RGB(A) is read at 8 bits, as Pillow reads it.
     - Transparency (RGBA, LA, PA, premultiplied RGBa/La, and palette or greyscale/RGB images with a transparent
       colour) is composited onto white: pixels a viewer shows as see-through get one defined colour, whatever
       colour values the file keeps under alpha 0.
     - 16-bit and 32-bit greyscale (I;16*, I) and float images (F) are refused with a clear line: how their
       values map to the model's 8-bit RGB (full range? 12 bits stored in 16? a depth map?) cannot be known
       without guessing, so they must be converted to 8 bits first.
-    - Greyscale (L, 1), palette, CMYK and YCbCr images are converted to RGB.
     """
     path = Path(path)
     if path.is_dir():
@@ -62,8 +68,15 @@ def load_image(path: str | Path) -> Image.Image:
     if empty:
         raise InputError(f"cannot read image {path}: the file is empty (0 bytes)")
     try:
-        img = Image.open(path)
-        img.load()
+        with Image.open(path) as img:
+            img.load()
+            if img.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I", "F"):
+                bits = 16 if "I;16" in img.mode else 32
+                raise InputError(f"unsupported image mode {img.mode!r} in {path}: a {bits}-bit greyscale image "
+                                 "has no defined mapping to 8-bit RGB; convert it to 8 bits first")
+            return _to_rgb(ImageOps.exif_transpose(img), path)
+    except InputError:
+        raise
     except FileNotFoundError:
         raise InputError(f"image not found: {path}") from None
     except UnidentifiedImageError:
@@ -71,20 +84,43 @@ def load_image(path: str | Path) -> Image.Image:
     except Exception as exc:  # Pillow's decoders raise OSError, SyntaxError, ValueError, EOFError, struct.error...
         reason = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         raise InputError(f"cannot read image {path}: {reason}") from None
-    if img.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I", "F"):
-        raise InputError(f"unsupported image mode {img.mode!r} in {path}: a {16 if 'I;16' in img.mode else 32}-bit "
-                         "greyscale image has no defined mapping to 8-bit RGB; convert it to 8 bits first")
-    if (img.mode in ("P", "L", "RGB") and "transparency" in img.info) or img.mode in ("LA", "PA", "La", "RGBa"):
-        img = img.convert("RGBA")
-    if img.mode == "RGBA":
-        white = Image.new("RGBA", img.size, (255, 255, 255, 255))
-        return Image.alpha_composite(white, img).convert("RGB")
-    if img.mode == "RGB":
-        return img
-    if img.mode in ("1", "L", "P", "RGBX", "CMYK", "YCbCr"):
-        return img.convert("RGB")
-    raise InputError(f"unsupported image mode {img.mode!r} in {path}: expected RGB, 8-bit greyscale or "
-                     "an image with transparency")
+
+
+# The mode of the colour part (alpha apart) that an ICC profile applies to
+_COLOUR_MODE = {"RGB": "RGB", "RGBA": "RGB", "RGBa": "RGB", "RGBX": "RGB", "P": "RGB", "PA": "RGB",
+                "YCbCr": "RGB", "HSV": "RGB", "LAB": "LAB", "CMYK": "CMYK", "L": "L", "LA": "L", "1": "L"}
+
+
+def _to_rgb(img: Image.Image, path: Path) -> Image.Image:
+    """``img`` in sRGB (through its ICC profile when it has one) with any transparency composited onto white."""
+    if img.mode == "La":  # premultiplied: Pillow converts it only to LA
+        img = img.convert("LA")
+    if img.mode not in _COLOUR_MODE:
+        raise InputError(f"unsupported image mode {img.mode!r} in {path}: expected RGB, 8-bit greyscale or "
+                         "an image with transparency")
+    see_through = img.mode in ("RGBA", "RGBa", "LA", "PA") or (
+        img.mode in ("P", "L", "RGB") and "transparency" in img.info)
+    alpha = img.convert("RGBA").getchannel("A") if see_through else None
+    colour = img if img.mode == _COLOUR_MODE[img.mode] else img.convert(_COLOUR_MODE[img.mode])
+    rgb = _to_srgb(colour, img.info.get("icc_profile"))
+    if alpha is None:
+        return rgb
+    rgb.putalpha(alpha)
+    return Image.alpha_composite(Image.new("RGBA", img.size, (255, 255, 255, 255)), rgb).convert("RGB")
+
+
+def _to_srgb(img: Image.Image, icc: bytes | None) -> Image.Image:
+    """RGB, L, LAB or CMYK ``img`` -> sRGB through its ICC profile; Pillow's conversion without one (or when
+    the profile cannot be read or does not fit the image's colour space)."""
+    if icc:
+        from PIL import ImageCms
+
+        try:
+            profile = ImageCms.ImageCmsProfile(io.BytesIO(icc))
+            return ImageCms.profileToProfile(img, profile, ImageCms.createProfile("sRGB"), outputMode="RGB")
+        except (OSError, ValueError, TypeError, ImageCms.PyCMSError):
+            pass
+    return img.convert("RGB")
 
 
 def to_tensor(img: Image.Image, size_hw: tuple[int, int], normalize: bool = True, letterbox: bool = False,

@@ -1,20 +1,35 @@
-"""`depthport predict FILE IMAGE`: run an exported file on one image and write a colourised depth PNG."""
+"""`depthport predict FILE INPUT`: run an exported file on an image, a folder or pattern of images, or a video,
+and write colourised depth (PNGs, or a depth video) at the input's size."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .common import accelerator_options, add_accelerator_args, add_threads, console
+from .common import accelerator_options, add_accelerator_args, add_threads, console, status_console
+from .progress import item_progress
+
+DEFAULT_OUTPUT = {"image": "depth.png", "images": "depth", "video": "depth.mp4"}
 
 
 def add_parser(subparsers):
-    p = subparsers.add_parser("predict", help="run an exported file on an image and write a colourised depth PNG")
+    p = subparsers.add_parser("predict", help="run an exported file on images or a video and write colourised depth")
     p.add_argument("file", help="exported model (.tflite, .pte, .onnx)")
-    p.add_argument("image")
-    p.add_argument("-o", "--output", default="depth.png")
-    p.add_argument("--npy", help="also write the depth as .npy (float32; metres for metric models)")
+    p.add_argument("image", metavar="INPUT",
+                   help="an image, a folder of images, a quoted glob pattern ('photos/*.jpg', '**' recursive) or a "
+                        "video (.mp4, .mov, .mkv, .webm, .avi, ...)")
+    p.add_argument("-o", "--output",
+                   help="one image: the depth PNG (default depth.png); a folder or pattern: the output folder, one "
+                        "NAME.png per image (default depth/); a video: the depth video, .mp4/.mov/.mkv (default "
+                        "depth.mp4)")
+    p.add_argument("--npy", nargs="?", const="", metavar="PATH",
+                   help="also write the depth as float32 .npy (metres for metric models); alone: beside the PNGs. "
+                        "One image: PATH is the file; a folder or pattern: PATH is a folder; a video: the stack "
+                        "(frames, H, W) is always written, beside the video unless PATH names it")
+    p.add_argument("--model-size", action="store_true",
+                   help="keep the depth at the model's input size (default: resized to the input's size, bicubic "
+                        "as transformers' post_process_depth_estimation)")
     p.add_argument("--focal", type=float, metavar="PX",
-                   help="the camera's focal length in pixels of IMAGE: required by models whose metres need it "
+                   help="the camera's focal length in pixels of the input: required by models whose metres need it "
                         "(da3-metric-large: metres = value x focal_px / 300 at the input size)")
     p.add_argument("--letterbox", action="store_true", help="pad to the model's aspect instead of stretching")
     add_threads(p)
@@ -24,17 +39,62 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    from ..predict import export_report, output_units, predict
-    from ..quiet import native_stderr_muted
+    from ..predict import export_report
+    from ..predict_inputs import open_inputs
 
-    accel = accelerator_options(args)
-    with native_stderr_muted(not args.verbose):
-        depth = predict(args.file, args.image, args.output, args.npy, letterbox=args.letterbox, threads=args.threads,
-                        focal=args.focal, **accel)
-    unit = " m" if (output_units(Path(args.file)) or {}).get("metric") else ""
-    console().print(f"wrote {args.output}" + (f" and {args.npy}" if args.npy else "")
-                    + f": depth {depth.shape[0]}x{depth.shape[1]}, range {depth.min():.4g}..{depth.max():.4g}{unit}")
+    options = dict(letterbox=args.letterbox, threads=args.threads, focal=args.focal, model_size=args.model_size,
+                   **accelerator_options(args))
+    inputs = open_inputs(args.image)
+    out = Path(args.output or DEFAULT_OUTPUT[inputs.kind])
+    code = _one(args, out, options) if inputs.kind == "image" else _many(args, inputs, out, options)
     if export_report(Path(args.file)).get("random_weights"):
         console(stderr=True).print("[bold red]RANDOM WEIGHTS: this file was exported from random weights; "
                                    "its depth means nothing[/]")
+    return code
+
+
+def _one(args, out: Path, options: dict) -> int:
+    from ..predict import output_units, predict
+    from ..quiet import native_stderr_muted
+
+    npy = out.with_suffix(".npy") if args.npy == "" else args.npy
+    with native_stderr_muted(not args.verbose):
+        depth = predict(args.file, args.image, out, npy, **options)
+    unit = " m" if (output_units(Path(args.file)) or {}).get("metric") else ""
+    console().print(f"wrote {out}" + (f" and {npy}" if npy else "") + f": depth {depth.shape[0]}x"
+                    f"{depth.shape[1]}, range {depth.min():.4g}..{depth.max():.4g}{unit}")
+    return 0
+
+
+def _many(args, inputs, out: Path, options: dict) -> int:
+    """A folder, pattern or video: outputs checked first, the model loaded once, a bar, one summary line; on
+    Ctrl-C, exit status 130 and a line saying what was kept."""
+    from ..predict import Predictor
+    from ..predict_many import Tally, image_outputs, predict_images, predict_video, video_outputs
+    from ..quiet import native_stderr_muted
+
+    model, video = Path(args.file), inputs.kind == "video"
+    if video:
+        paths = video_outputs(inputs, out, Path(args.npy) if args.npy else None, model)
+        tally, wrote, run_many = Tally("frames"), f"wrote {paths[0]}, {paths[1]} and {paths[2]}", predict_video
+    else:
+        npy = None if args.npy is None else Path(args.npy) if args.npy else out
+        paths = image_outputs(inputs, out, npy, model)
+        tally, run_many = Tally("images"), predict_images
+        wrote = f"wrote {out}" + (f" and {npy}" if npy not in (None, out) else "")
+    status = status_console()
+    try:
+        with native_stderr_muted(not args.verbose):
+            predictor = Predictor(model, images=args.image, **options)
+            with item_progress(status, tally.noun, inputs.total if video else len(inputs.files)) as advance:
+                run_many(predictor, inputs, paths, tally,
+                         lambda item, ok: advance(item.name, None if ok else tally.skipped[-1][1]))
+    except KeyboardInterrupt:
+        kept = ("nothing was written (the depth video, its stack and timestamps are renamed into place only at "
+                "the end)" if video else
+                f"the {tally.done} finished images' outputs in {out} are whole; the one in progress was not written")
+        console(stderr=True).print(f"depthport predict: interrupted after {tally.line()}: {kept}", markup=False,
+                                   highlight=False, soft_wrap=True)
+        return 130
+    console().print(f"{tally.line()}; {wrote}", markup=False, highlight=False, soft_wrap=True)
     return 0

@@ -13,6 +13,7 @@ from ..preprocess import InputError, load_image
 # scikit-image 0.26). Others in skimage.data (kidney, lily, skin, eagle, ...) are fetched from the network.
 BUILTIN = ("astronaut", "camera", "chelsea", "coffee", "motorcycle_left", "rocket")
 SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".gif")
+LOOKED_FOR = f"looked for {', '.join(SUFFIXES)}"
 
 
 def builtin_image(name: str) -> Image.Image:
@@ -31,23 +32,31 @@ def builtin_set() -> list[tuple[str, Image.Image]]:
     return [(name, builtin_image(name)) for name in BUILTIN]
 
 
+def image_files(folder: str | Path) -> list[Path]:
+    """The files in ``folder`` named like an image (``SUFFIXES``), sorted by name; a folder that is missing,
+    cannot be listed or holds none is an InputError naming the suffixes looked for."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(f"image folder not found: {folder}")
+    try:
+        files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
+    except OSError as exc:
+        raise InputError(f"cannot list the image folder {folder}: {exc.strerror or exc}") from None
+    if not files:
+        raise InputError(f"no images in {folder} ({LOOKED_FOR})")
+    return files
+
+
 def folder_set(path: str | Path) -> list[tuple[str, Image.Image]]:
-    """Every image file in ``path`` (or the one file ``path``), sorted by name; any unreadable one is an error.
+    """Every image file in ``path`` (or the one file ``path``), sorted by name, read as ``load_image`` reads it
+    (EXIF orientation applied, colours in sRGB); any unreadable one is an error.
 
     An empty folder, a folder with no file named like an image, or one where no such file can be read is an
     InputError that names the folder and the suffixes looked for."""
     path = Path(path)
     if path.is_file():
         return [(path.name, load_image(path))]
-    if not path.is_dir():
-        raise InputError(f"image folder not found: {path}")
-    looked_for = f"looked for {', '.join(SUFFIXES)}"
-    try:
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
-    except OSError as exc:
-        raise InputError(f"cannot list the image folder {path}: {exc.strerror or exc}") from None
-    if not files:
-        raise InputError(f"no images in {path} ({looked_for})")
+    files = image_files(path)
     images, failed = [], []
     for p in files:
         try:
@@ -55,7 +64,7 @@ def folder_set(path: str | Path) -> list[tuple[str, Image.Image]]:
         except InputError as exc:
             failed.append((p, exc))
     if failed and not images:
-        raise InputError(f"no readable images in {path} ({looked_for}): none of its {len(files)} image file(s) "
+        raise InputError(f"no readable images in {path} ({LOOKED_FOR}): none of its {len(files)} image file(s) "
                          f"could be read; first: {failed[0][1]}")
     if failed:
         raise InputError(str(failed[0][1])) from None

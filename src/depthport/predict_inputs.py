@@ -1,0 +1,162 @@
+"""What `depthport predict` reads: one image, a folder of images, a glob pattern or a video, as a stream of items
+(name, RGB image, timestamp) read one at a time, in order. An item that cannot be read carries its error instead
+of an image, so that the caller reports and skips it."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Iterator
+
+from PIL import Image
+
+from .core.images import image_files
+from .errors import InputError
+from .preprocess import load_image
+
+VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".wmv", ".flv")
+_ROTATIONS = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, -180: Image.Transpose.ROTATE_180,
+              -90: Image.Transpose.ROTATE_270, 270: Image.Transpose.ROTATE_270}
+
+
+@dataclass
+class Item:
+    """One input: ``name`` is an image's path relative to its folder or pattern root, or "frame N" (N counts
+    every frame of the video, skipped ones included); ``time`` a video frame's presentation time in seconds."""
+    name: str
+    image: Image.Image | None
+    error: str | None = None
+    time: float | None = None
+    index: int = 0
+
+
+@dataclass
+class Inputs:
+    """``kind`` is "image" (one file: ``predict`` handles it), "images" (a folder or a pattern: ``files``, named
+    relative to ``root``) or "video" (``files`` = [the video]); ``total`` is None where a video does not say."""
+    kind: str
+    source: str
+    files: list[Path]
+    root: Path | None = None
+    total: int | None = None
+    fps: Fraction | None = None
+    time_base: Fraction | None = None
+
+    @property
+    def names(self) -> list[str]:
+        """Each image file's path relative to ``root``, with forward slashes."""
+        return [Path(os.path.relpath(file, self.root)).as_posix() for file in self.files]
+
+    def items(self) -> Iterator[Item]:
+        """The items, read one at a time as the iteration reaches them."""
+        if self.kind == "video":
+            return _frames(self.files[0], self.fps)
+        return _images(self.files, self.names)
+
+
+def _has_magic(text: str) -> bool:
+    return re.search(r"[*?[]", text) is not None
+
+
+def open_inputs(source: str | Path) -> Inputs:
+    """The inputs ``source`` names: an existing folder (its image files, as ``core.images.image_files`` lists
+    them, not recursive), a file or path with a video suffix (``VIDEO_SUFFIXES``), a quoted glob pattern (every
+    file it matches, ``**`` recursive, sorted by path), else one image. A pattern matching nothing, a folder with
+    no images or a video that cannot be opened is an InputError."""
+    text = str(source)
+    path = Path(text)
+    if path.is_dir():
+        return Inputs("images", text, image_files(path), root=path)
+    if path.exists() or not _has_magic(text):
+        return _open_video(path) if path.suffix.lower() in VIDEO_SUFFIXES else Inputs("image", text, [path])
+    files = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
+    if not files:
+        raise InputError(f"no files match the pattern {text!r}")
+    if videos := [f.name for f in files if f.suffix.lower() in VIDEO_SUFFIXES]:
+        raise InputError(f"the pattern {text!r} matches videos ({', '.join(videos[:3])}): a pattern or a folder "
+                         "takes images; give a video on its own")
+    parts = path.parts
+    fixed = next(i for i, part in enumerate(parts) if _has_magic(part))
+    return Inputs("images", text, files, root=Path(*parts[:fixed]) if fixed else Path("."))
+
+
+def _images(files: list[Path], names: list[str]) -> Iterator[Item]:
+    for index, (file, name) in enumerate(zip(files, names)):
+        try:
+            image = load_image(file)
+        except InputError as exc:
+            yield Item(name, None, str(exc), index=index)
+            continue
+        yield Item(name, image, index=index)
+
+
+def _open_video(path: Path) -> Inputs:
+    import av
+
+    if not path.is_file():
+        raise InputError(f"video not found: {path}" if not path.exists() else f"video path {path} is not a file")
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise InputError(f"{path} has no video stream")
+            stream = container.streams.video[0]
+            return Inputs("video", str(path), [path], total=stream.frames or None,
+                          fps=stream.average_rate or stream.guessed_rate, time_base=stream.time_base)
+    except av.error.FFmpegError as exc:
+        raise InputError(f"cannot read video {path}: {_reason(exc)}") from None
+
+
+def _reason(exc: Exception) -> str:
+    return getattr(exc, "strerror", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def _frames(path: Path, fps: Fraction | None) -> Iterator[Item]:
+    """The video's frames upright (its display rotation applied), in presentation order. A packet that does not
+    decode, or a frame that does not convert to RGB, is an item with its error; a container that cannot be read
+    further ends the stream with one."""
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        packets, index = container.demux(stream), 0
+        while True:
+            try:
+                packet = next(packets)
+            except StopIteration:
+                return
+            except av.error.FFmpegError as exc:
+                yield Item(f"frame {index}", None, f"cannot read the rest of the video: {_reason(exc)}",
+                           _seconds(None, index, fps), index)
+                return
+            try:
+                frames = packet.decode()
+            except av.error.FFmpegError as exc:
+                pts = packet.pts * stream.time_base if packet.pts is not None else None
+                yield Item(f"frame {index}", None, f"cannot decode: {_reason(exc)}", _seconds(pts, index, fps), index)
+                index += 1
+                continue
+            for frame in frames:
+                try:
+                    image, error = upright(frame.to_image(), frame.rotation), None
+                except Exception as exc:  # a pixel format swscale cannot convert, a broken frame
+                    image, error = None, f"cannot convert to RGB: {_reason(exc)}"
+                yield Item(f"frame {index}", image, error, _seconds(frame.time, index, fps), index)
+                index += 1
+
+
+def _seconds(time, index: int, fps: Fraction | None) -> float | None:
+    """A frame's presentation time; where the video has none, its place at the frame rate."""
+    if time is not None:
+        return float(time)
+    return float(index / fps) if fps else None
+
+
+def upright(image: Image.Image, rotation: int) -> Image.Image:
+    """A video frame as players show it: rotated counter-clockwise by its display matrix's ``rotation``
+    (PyAV's ``VideoFrame.rotation``); angles that are not a multiple of 90 degrees are ignored."""
+    method = _ROTATIONS.get(int(round(rotation or 0)))
+    return image.transpose(method) if method is not None else image

@@ -1,0 +1,230 @@
+"""`depthport predict` on many inputs with the model loaded once (``predict.Predictor``).
+
+- A folder or a pattern of images: one depth PNG per image in the output folder, named after the image
+  (``sub/a.jpg`` -> ``OUT/sub/a.png``; where two images share a name but for the suffix, the suffix is kept:
+  ``a.jpg.png``), and with ``--npy`` a float32 ``.npy`` of the same name (beside the PNG, or in the --npy folder).
+  Each pair is written whole (temp files, then rename): Ctrl-C keeps every finished image's outputs.
+- A video: a colourised depth video (libx264 in the container its suffix names: .mp4, .mov, .mkv), a float32
+  stack (frames, H, W) .npy, and ``<stack>.timestamps.json``: ``frame`` and ``time_s``, for each stack row its
+  frame number in the source and presentation time in seconds, and ``skipped``, the frames left out and why.
+  The depth video keeps the source's frame rate and each frame's timestamp (a skipped frame leaves a gap). The
+  three files are written to temp files and renamed at the end: Ctrl-C leaves none of them.
+
+An input that cannot be read (or predicted) is reported and skipped, and counted in the summary; when none can,
+it is an InputError (exit status 2)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path, PurePosixPath
+from typing import Callable
+
+import numpy as np
+
+from .atomic import atomic_paths
+from .errors import InputError
+from .outdir import check_output_file
+from .predict import Predictor, write_depth
+from .predict_inputs import Inputs, Item
+
+VIDEO_FORMATS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska"}
+OnItem = Callable[[Item, bool], None]
+
+
+@dataclass
+class Tally:
+    """What a run did so far: ``noun`` is "images" or "frames"."""
+    noun: str
+    done: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    start: float = field(default_factory=time.perf_counter)
+
+    def skip(self, item: Item, error: str) -> None:
+        self.skipped.append((item.name, error))
+
+    def line(self) -> str:
+        """'12 images, 1 skipped (bad.jpg: ...), 3.4 fps'."""
+        shown = "; ".join(f"{name}: {error}" for name, error in self.skipped[:3])
+        more = "; ..." if len(self.skipped) > 3 else ""
+        skipped = f"{len(self.skipped)} skipped" + (f" ({shown}{more})" if self.skipped else "")
+        rate = self.done / max(time.perf_counter() - self.start, 1e-9)
+        return f"{self.done + len(self.skipped)} {self.noun}, {skipped}, {rate:.1f} fps"
+
+    def check_any(self) -> None:
+        """Nothing processed is an InputError."""
+        if self.done == 0 and not self.skipped:
+            raise InputError(f"no {self.noun} to process: the input holds none")
+        if self.done == 0:
+            name, error = self.skipped[0]
+            raise InputError(f"none of the {len(self.skipped)} {self.noun} could be processed; first: {name}: {error}")
+
+
+def image_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path) -> list[tuple[Path, Path | None]]:
+    """(PNG, .npy or None) for each image of ``inputs``, checked before any work: ``out`` (and ``npy``) must be
+    folders or not exist yet, and no output may overwrite an input or the model file."""
+    for option, folder in (("-o", out), ("--npy", npy)):
+        if folder is not None and folder.exists() and not folder.is_dir():
+            raise InputError(f"{option} {folder} is a file; for a folder or pattern of images {option} is a folder")
+    names = inputs.names
+    stems = [str(PurePosixPath(name).with_suffix("")) for name in names]
+    count = Counter(stems)
+    stems = [stem if count[stem] == 1 else name for stem, name in zip(stems, names)]
+    pairs = [(out / f"{stem}.png", npy / f"{stem}.npy" if npy is not None else None) for stem in stems]
+    taken = {file.resolve(): f"the image {file}" for file in inputs.files} | {model.resolve(): "the model file"}
+    for pair in pairs:
+        for option, path in zip(("-o", "--npy"), pair):
+            if path is not None and path.resolve() in taken:
+                raise InputError(f"{option} would overwrite {taken[path.resolve()]}; give another folder")
+    for option, path in zip(("-o", "--npy"), pairs[0]):
+        if path is not None:
+            check_output_file(path, option)
+    return pairs
+
+
+def video_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path) -> tuple[Path, Path, Path]:
+    """(depth video, stack .npy, timestamps .json), checked before any work; the stack defaults to the video's
+    name with .npy, the timestamps to the stack's with .timestamps.json."""
+    if out.suffix.lower() not in VIDEO_FORMATS:
+        raise InputError(f"-o {out}: a depth video is written as {', '.join(VIDEO_FORMATS)}; give -o NAME.mp4")
+    npy = npy if npy is not None else out.with_suffix(".npy")
+    paths = (out, npy, npy.with_suffix(".timestamps.json"))
+    taken = {inputs.files[0].resolve(): "the video", model.resolve(): "the model file"}
+    for option, path in zip(("-o", "--npy", "--npy"), paths):
+        key = check_output_file(path, option).resolve()
+        if key in taken:
+            raise InputError(f"{option} {path} would overwrite {taken[key]}; give another file name")
+        taken[key] = f"the {option} file"
+    return paths
+
+
+def _depth(predictor: Predictor, item: Item, tally: Tally, shape: tuple[int, ...] | None = None):
+    """The item's depth, or None when it is skipped (the reason goes into ``tally``)."""
+    depth, error = None, item.error or "unreadable"
+    if item.image is not None:
+        try:
+            depth = predictor.depth(item.image)
+        except InputError as exc:
+            error = str(exc)
+    if depth is not None and shape is not None and depth.shape != shape:
+        h, w = depth.shape
+        depth, error = None, f"its size is {w}x{h}, the first frame's {shape[1]}x{shape[0]}"
+    if depth is None:
+        tally.skip(item, error)
+    return depth
+
+
+def predict_images(predictor: Predictor, inputs: Inputs, outputs: list[tuple[Path, Path | None]], tally: Tally,
+                   on_item: OnItem | None = None) -> None:
+    """Each image's depth PNG (and .npy) written whole, one image at a time, in order."""
+    tally.start = time.perf_counter()
+    for item, (png, npy) in zip(inputs.items(), outputs):
+        depth = _depth(predictor, item, tally)
+        if depth is not None:
+            write_depth(depth, predictor.picture(depth), png, npy)
+            tally.done += 1
+        if on_item:
+            on_item(item, depth is not None)
+    tally.check_any()
+
+
+def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path, Path], tally: Tally,
+                  on_item: OnItem | None = None) -> None:
+    """The depth video, the stack and the timestamps of ``video_outputs``, renamed into place together at the
+    end; on any error or Ctrl-C none of them is left."""
+    frames, times, skipped = [], [], []
+    tally.start = time.perf_counter()
+    with atomic_paths(*paths) as (video_tmp, npy_tmp, stamps_tmp):
+        with open(npy_tmp, "wb") as fh, _DepthVideo(video_tmp, paths[0].suffix, inputs) as video:
+            stack = _Stack(fh)
+            for item in inputs.items():
+                depth = _depth(predictor, item, tally, stack.shape)
+                if depth is None:
+                    skipped.append({"frame": item.index, "time_s": item.time, "error": tally.skipped[-1][1]})
+                else:
+                    stack.add(depth)
+                    video.add(predictor.picture(depth), item.time)
+                    frames.append(item.index)
+                    times.append(item.time)
+                    tally.done += 1
+                if on_item:
+                    on_item(item, depth is not None)
+            tally.check_any()
+            stack.finish()
+        stamps_tmp.write_text(json.dumps({
+            "video": inputs.files[0].name, "fps": float(inputs.fps) if inputs.fps else None,
+            "stack": paths[1].name, "frame": frames, "time_s": times, "skipped": skipped}) + "\n")
+
+
+class _Stack:
+    """float32 (frames, H, W) appended to an open .npy file; ``finish`` writes the frame count into the header
+    (NumPy's header leaves room for the first axis to grow, so the data does not move)."""
+
+    def __init__(self, fh):
+        self.fh, self.shape, self.count, self.offset = fh, None, 0, 0
+
+    def _header(self) -> None:
+        self.fh.seek(0)
+        np.lib.format.write_array_header_1_0(
+            self.fh, {"descr": "<f4", "fortran_order": False, "shape": (self.count, *self.shape)})
+
+    def add(self, depth: np.ndarray) -> None:
+        if self.shape is None:
+            self.shape = depth.shape
+            self._header()
+            self.offset = self.fh.tell()
+        self.fh.write(np.ascontiguousarray(depth, dtype="<f4").tobytes())
+        self.count += 1
+
+    def finish(self) -> None:
+        end = self.fh.tell()
+        self._header()
+        if self.fh.tell() != self.offset:
+            raise RuntimeError("the .npy header grew past its reserved room")
+        self.fh.seek(end)
+
+
+class _DepthVideo:
+    """Pictures encoded with libx264 (yuv420p; yuv444p where a side is odd) at the source's frame rate, each at
+    its source timestamp (relative to the first); the container is opened on the first picture."""
+
+    def __init__(self, path: Path, suffix: str, inputs: Inputs):
+        self.path, self.format = path, VIDEO_FORMATS[suffix.lower()]
+        self.rate = inputs.fps or Fraction(25)
+        self.time_base = inputs.time_base or 1 / self.rate
+        self.container = self.stream = self.first = self.last = None
+
+    def add(self, picture, seconds: float | None) -> None:
+        import av
+
+        if self.container is None:
+            self.container = av.open(str(self.path), "w", format=self.format)
+            self.stream = self.container.add_stream("libx264", rate=self.rate)
+            self.stream.width, self.stream.height = picture.size
+            self.stream.pix_fmt = "yuv444p" if picture.width % 2 or picture.height % 2 else "yuv420p"
+            self.stream.codec_context.time_base = self.time_base
+            self.first = seconds
+        pts = round((seconds - self.first) / self.time_base) if seconds is not None and self.first is not None else 0
+        pts = pts if self.last is None else max(pts, self.last + 1)
+        frame = av.VideoFrame.from_image(picture)
+        frame.pts, frame.time_base, self.last = pts, self.time_base, pts
+        for packet in self.stream.encode(frame):
+            self.container.mux(packet)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *_):
+        if self.container is None:
+            return
+        if exc_type is not None:  # the file is removed: only release it
+            with contextlib.suppress(Exception):
+                self.container.close()
+            return
+        for packet in self.stream.encode():
+            self.container.mux(packet)
+        self.container.close()

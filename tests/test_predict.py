@@ -1,0 +1,387 @@
+"""`depthport predict` as image tools do it: the photo as a viewer shows it (EXIF orientation, colour profile,
+colour forms), depth at the photo's size (bicubic, as transformers resizes it), and many inputs (a folder, a glob
+pattern, a video) with the model loaded once, bad inputs skipped and Ctrl-C leaving only whole outputs.
+
+Everything runs on the session's tiny LiteRT export (56x70) and images and videos made here."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+import torch
+from PIL import Image, ImageCms
+
+from depthport.atomic import atomic_paths, sigint_deferred
+from depthport.cli import main
+from depthport.core.images import folder_set
+from depthport.predict import Predictor
+from depthport.predict_inputs import open_inputs
+from depthport.preprocess import letterbox_box, load_image
+from depthport.quiet import native_stderr_muted
+from depthport.spec import CANONICAL, METRES, output_units
+
+from helpers import TINY_HW
+
+ENTRY_CHILD = "import sys\nfrom depthport.cli import entry\nsys.argv[0] = 'depthport'\nentry()"
+# EXIF orientation tag -> how the stored pixels are turned to show them (EXIF 2.32, tag 0x0112)
+SHOWN = {1: None, 2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,
+         4: Image.Transpose.FLIP_TOP_BOTTOM, 5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270,
+         7: Image.Transpose.TRANSVERSE, 8: Image.Transpose.ROTATE_90}
+
+
+def photo(h: int = 40, w: int = 60, seed: int = 0) -> Image.Image:
+    """A smooth, non-square RGB picture (random blobs), so that depth differs across it."""
+    coarse = torch.rand(1, 3, max(2, h // 8), max(2, w // 8), generator=torch.Generator().manual_seed(seed))
+    fine = torch.nn.functional.interpolate(coarse, size=(h, w), mode="bilinear", align_corners=False)
+    return Image.fromarray((fine[0].permute(1, 2, 0).numpy() * 255).round().astype(np.uint8))
+
+
+def ok(capsys, argv: list[str]) -> tuple[str, str]:
+    capsys.readouterr()
+    assert main([str(a) for a in argv]) == 0, capsys.readouterr().err
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
+def bicubic(depth: np.ndarray, hw: tuple[int, int]) -> np.ndarray:
+    """transformers' post_process_depth_estimation resize, written out here."""
+    x = torch.from_numpy(depth.astype(np.float32))[None, None]
+    return torch.nn.functional.interpolate(x, size=hw, mode="bicubic", align_corners=False)[0, 0].numpy()
+
+
+def single(capsys, model, image: Path, out: Path, *extra, bar: bool = False) -> np.ndarray:
+    """The depth of one image through the command line (.npy beside the PNG); checks the PNG has its size (and,
+    with ``bar``, a colour bar beside it)."""
+    ok(capsys, ["predict", model, image, "-o", out.with_suffix(".png"), "--npy", out.with_suffix(".npy"), *extra])
+    depth = np.load(out.with_suffix(".npy"))
+    width, height = Image.open(out.with_suffix(".png")).size
+    assert height == depth.shape[0] and (width > depth.shape[1] if bar else width == depth.shape[1])
+    return depth
+
+
+# ------------------------------------------------------------------------------------------------ the photo
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_every_exif_orientation_gives_the_displayed_photo(tiny_tflite, tmp_path, capsys, orientation):
+    """A 60x40 photo stored with each orientation tag: depth has the displayed shape and is the depth of the photo
+    already turned (the same decoded pixels, turned here from the EXIF table, saved losslessly)."""
+    stored = tmp_path / "stored.jpg"
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    photo().save(stored, exif=exif, quality=95)
+    with Image.open(stored) as raw:
+        assert raw.getexif()[0x0112] == orientation
+        pixels = Image.fromarray(np.asarray(raw.convert("RGB")))  # the decoded pixels, without the EXIF
+    shown = pixels.transpose(SHOWN[orientation]) if SHOWN[orientation] is not None else pixels
+    shown.save(tmp_path / "shown.png")
+    assert 0x0112 not in Image.open(tmp_path / "shown.png").getexif()
+    depth = single(capsys, tiny_tflite, stored, tmp_path / "tagged")
+    expected = single(capsys, tiny_tflite, tmp_path / "shown.png", tmp_path / "turned")
+    assert depth.shape == (shown.height, shown.width) == ((60, 40) if orientation >= 5 else (40, 60))
+    assert np.array_equal(depth, expected)
+
+
+def test_verification_folders_read_images_as_shown(tmp_path):
+    """`--images DIR` (core.images.folder_set) reads through load_image: EXIF orientation applied."""
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    photo().save(tmp_path / "turned.png", exif=exif)
+    [(name, image)] = folder_set(tmp_path)
+    assert name == "turned.png" and image.size == (40, 60)
+    assert np.array_equal(np.asarray(image), np.asarray(photo().transpose(Image.Transpose.ROTATE_270)))
+
+
+def swapped_profile() -> bytes:
+    """sRGB with the red and blue primaries exchanged: a real, non-sRGB RGB profile (LittleCMS's own sRGB,
+    its rXYZ and bXYZ tag entries swapped)."""
+    data = bytearray(ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes())
+    count = struct.unpack(">I", data[128:132])[0]
+    entries = {bytes(data[132 + 12 * i:136 + 12 * i]): 132 + 12 * i for i in range(count)}
+    r, b = entries[b"rXYZ"], entries[b"bXYZ"]
+    data[r + 4:r + 12], data[b + 4:b + 12] = data[b + 4:b + 12], data[r + 4:r + 12]
+    return bytes(data)
+
+
+def test_embedded_icc_profile_is_converted_to_srgb(tmp_path):
+    colours = np.array([[[200, 30, 60], [20, 120, 240]]], np.uint8).repeat(4, axis=0)
+    Image.fromarray(colours).save(tmp_path / "swapped.png", icc_profile=swapped_profile())
+    shown = np.asarray(load_image(tmp_path / "swapped.png")).astype(int)
+    assert np.abs(shown - colours[..., ::-1]).max() <= 1  # red and blue exchanged, as the profile says
+    Image.fromarray(colours).save(tmp_path / "broken.png", icc_profile=b"not a profile" * 20)
+    assert np.array_equal(np.asarray(load_image(tmp_path / "broken.png")), colours)  # ignored, as viewers do
+
+
+def png16(path: Path, rgb16: np.ndarray) -> None:
+    """A 16-bit RGB PNG (Pillow writes RGB only at 8 bits)."""
+    h, w, _ = rgb16.shape
+    rows = b"".join(b"\0" + row.astype(">u2").tobytes() for row in rgb16)
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, 2, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def test_colour_forms_become_the_rgb_a_viewer_shows(tmp_path):
+    rgb = np.asarray(photo(24, 30))
+    grey = rgb[..., 0]
+    Image.fromarray(grey).save(tmp_path / "grey.png")
+    assert np.array_equal(np.asarray(load_image(tmp_path / "grey.png")), np.dstack([grey] * 3))
+    Image.fromarray(grey > 128).save(tmp_path / "bits.png")
+    assert Image.open(tmp_path / "bits.png").mode == "1"
+    assert np.array_equal(np.asarray(load_image(tmp_path / "bits.png")), np.dstack([(grey > 128) * 255] * 3))
+    palette = Image.fromarray(rgb).quantize(8)
+    palette.save(tmp_path / "palette.png")
+    assert np.array_equal(np.asarray(load_image(tmp_path / "palette.png")), np.asarray(palette.convert("RGB")))
+    cmyk = Image.fromarray(rgb).convert("CMYK")
+    cmyk.save(tmp_path / "cmyk.tif")
+    assert Image.open(tmp_path / "cmyk.tif").mode == "CMYK"
+    assert np.array_equal(np.asarray(load_image(tmp_path / "cmyk.tif")), np.asarray(cmyk.convert("RGB")))
+    png16(tmp_path / "deep.png", rgb.astype(np.uint16) * 257 + 3)  # 16 bits per channel: read at 8 bits
+    assert np.array_equal(np.asarray(load_image(tmp_path / "deep.png")), rgb)
+
+
+def test_a_multi_frame_file_gives_its_first_frame(tmp_path):
+    frames = [Image.new("RGB", (20, 10), colour) for colour in ((255, 0, 0), (0, 0, 255))]
+    frames[0].save(tmp_path / "anim.gif", save_all=True, append_images=frames[1:], duration=100)
+    assert getattr(Image.open(tmp_path / "anim.gif"), "n_frames", 1) == 2
+    assert load_image(tmp_path / "anim.gif").getpixel((5, 5)) == (255, 0, 0)
+
+
+# ------------------------------------------------------------------------------------------------ the size
+@pytest.mark.parametrize("letterbox", [False, True])
+def test_depth_is_at_the_photos_size_unless_model_size(tiny_tflite, tmp_path, capsys, letterbox):
+    """Default: the model's depth resized to the photo (bicubic, align_corners=False; the letterbox's content
+    cropped first); --model-size: the model's shape. The PNG has the .npy's size either way."""
+    photo(30, 60).save(tmp_path / "p.png")
+    extra = ["--letterbox"] if letterbox else []
+    depth = single(capsys, tiny_tflite, tmp_path / "p.png", tmp_path / "photo", *extra)
+    model = single(capsys, tiny_tflite, tmp_path / "p.png", tmp_path / "model", "--model-size", *extra)
+    assert depth.shape == (30, 60) and model.shape == TINY_HW
+    if letterbox:
+        top, left, h, w = letterbox_box((30, 60), TINY_HW)
+        assert (top, left, h, w) == (10, 0, 35, 70)  # the bars are cut off, then 35x70 resized to 30x60
+        model = model[top:top + h, left:left + w]
+    np.testing.assert_allclose(depth, bicubic(model, (30, 60)), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("meaning", [METRES, CANONICAL])
+def test_metric_depth_stays_in_metres_at_the_photos_size(tiny_tflite, tmp_path, capsys, meaning):
+    """Resizing does not rescale values: the photo-size metres are the bicubic resize of the model-size metres,
+    which are the raw output (times focal x scale / 300 for canonical depth, at the input size)."""
+    folder = tmp_path / "export"
+    folder.mkdir()
+    model = folder / "metric.tflite"
+    model.write_bytes(Path(tiny_tflite).read_bytes())
+    units = output_units(meaning, 20.0) if meaning == METRES else output_units(meaning, focal_reference=300.0)
+    (folder / "report.json").write_text(json.dumps({"output_units": units}))
+    photo(45, 70).save(tmp_path / "p.png")
+    focal = ["--focal", "700"] if meaning == CANONICAL else []
+    depth = single(capsys, model, tmp_path / "p.png", tmp_path / "photo", *focal, bar=True)
+    at_input = single(capsys, model, tmp_path / "p.png", tmp_path / "model", "--model-size", *focal, bar=True)
+    with native_stderr_muted():
+        raw = Predictor(tiny_tflite, model_size=True).depth(load_image(tmp_path / "p.png"))
+    factor = 700 * (70 / 70 + 56 / 45) / 2 / 300 if meaning == CANONICAL else 1.0
+    np.testing.assert_allclose(at_input, raw * factor, rtol=1e-6)
+    np.testing.assert_allclose(depth, bicubic(at_input, (45, 70)), rtol=0, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------------ many images
+@pytest.fixture
+def photos(tmp_path) -> Path:
+    folder = tmp_path / "photos"
+    (folder / "sub").mkdir(parents=True)
+    for i, name in enumerate(["b.jpg", "a.png", "c.jpg", "a.jpg", "sub/d.jpg"]):
+        photo(30 + 4 * i, 50, seed=i).save(folder / name)
+    (folder / "notes.txt").write_text("not an image")
+    return folder
+
+
+def test_folder_gives_one_output_per_image_named_after_it(tiny_tflite, photos, tmp_path, capsys):
+    """Sorted by name, not recursive; a.png and a.jpg share a stem, so both keep their suffix."""
+    assert open_inputs(photos).names == ["a.jpg", "a.png", "b.jpg", "c.jpg"]
+    assert [item.name for item in open_inputs(photos).items()] == ["a.jpg", "a.png", "b.jpg", "c.jpg"]
+    out, _ = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out", "--npy"])
+    assert "4 images, 0 skipped" in out
+    expect = {"a.jpg": "a.jpg", "a.png": "a.png", "b.jpg": "b", "c.jpg": "c"}
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        f"{stem}{suffix}" for stem in expect.values() for suffix in (".png", ".npy"))
+    for name, stem in expect.items():
+        depth = np.load(tmp_path / "out" / f"{stem}.npy")
+        assert np.array_equal(depth, single(capsys, tiny_tflite, photos / name, tmp_path / "one"))
+        assert Image.open(tmp_path / "out" / f"{stem}.png").size == Image.open(photos / name).size
+
+
+def test_glob_pattern_and_npy_folder(tiny_tflite, photos, tmp_path, capsys):
+    pattern = str(photos / "**" / "*.jpg")
+    assert open_inputs(pattern).names == ["a.jpg", "b.jpg", "c.jpg", "sub/d.jpg"]
+    out, _ = ok(capsys, ["predict", tiny_tflite, pattern, "-o", tmp_path / "png", "--npy", tmp_path / "npy"])
+    assert "4 images, 0 skipped" in out
+    assert sorted(str(p.relative_to(tmp_path / "png")) for p in (tmp_path / "png").rglob("*.*")) == [
+        "a.png", "b.png", "c.png", "sub/d.png"]
+    assert np.array_equal(np.load(tmp_path / "npy" / "sub" / "d.npy"),
+                          single(capsys, tiny_tflite, photos / "sub" / "d.jpg", tmp_path / "one"))
+    ok(capsys, ["predict", tiny_tflite, str(photos / "[bc].jpg"), "-o", tmp_path / "bc"])
+    assert sorted(p.name for p in (tmp_path / "bc").iterdir()) == ["b.png", "c.png"]
+
+
+def test_bad_image_in_a_folder_is_skipped_and_counted(tiny_tflite, photos, tmp_path, capsys):
+    (photos / "bad.jpg").write_text("not a picture")
+    out, err = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out"])
+    assert "5 images, 1 skipped (bad.jpg: cannot read image" in out and " fps; wrote " in out
+    assert "skipped bad.jpg: cannot read image" in err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.jpg.png", "a.png.png", "b.png", "c.png"]
+
+
+# ------------------------------------------------------------------------------------------------ video
+def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0) -> list[tuple[int, int]]:
+    """An MJPEG video (every frame a JPEG of its own), a different smooth picture in each frame; returns each
+    packet's byte offset in the file and size, for corrupting one frame."""
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mjpeg", rate=rate)
+        stream.height, stream.width = hw
+        stream.pix_fmt = "yuvj420p"
+        if rotation:
+            stream.set_display_rotation(rotation)
+        for i in range(frames):
+            frame = av.VideoFrame.from_image(photo(*hw, seed=i))
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    with av.open(str(path)) as container:
+        return [(p.pos, p.size) for p in container.demux(container.streams.video[0]) if p.size]
+
+
+def decoded(path: Path) -> list[Image.Image]:
+    with av.open(str(path)) as container:
+        return [frame.to_image() for frame in container.decode(video=0)]
+
+
+def test_video_gives_a_depth_video_a_stack_and_timestamps(tiny_tflite, tmp_path, capsys):
+    make_video(tmp_path / "clip.mp4", 6)
+    out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "clip.mp4", "-o", tmp_path / "d.mp4"])
+    assert "6 frames, 0 skipped" in out
+    stack = np.load(tmp_path / "d.npy")
+    assert stack.dtype == np.float32 and stack.shape == (6, 48, 64)
+    with av.open(str(tmp_path / "d.mp4")) as container:
+        stream = container.streams.video[0]
+        assert stream.average_rate == 25 and stream.codec_context.name == "h264"
+        frames = list(container.decode(stream))
+    assert len(frames) == 6 and (frames[0].width, frames[0].height) == (64, 48)
+    assert [f.time for f in frames] == pytest.approx([i / 25 for i in range(6)])
+    stamps = json.loads((tmp_path / "d.timestamps.json").read_text())
+    assert stamps["frame"] == list(range(6)) and stamps["time_s"] == pytest.approx([i / 25 for i in range(6)])
+    assert stamps["fps"] == 25 and stamps["skipped"] == [] and stamps["stack"] == "d.npy"
+    with native_stderr_muted():
+        predictor = Predictor(tiny_tflite)
+        for row, image in zip(stack, decoded(tmp_path / "clip.mp4")):  # in order, each its own frame's depth
+            assert np.array_equal(row, predictor.depth(image))
+
+
+def test_video_frames_are_turned_upright(tiny_tflite, tmp_path, capsys):
+    """A display rotation of 90 degrees (counter-clockwise, as a phone's portrait video): depth is 64 high."""
+    make_video(tmp_path / "turned.mp4", 2, rotation=90)
+    ok(capsys, ["predict", tiny_tflite, tmp_path / "turned.mp4", "-o", tmp_path / "d.mkv", "--npy",
+                tmp_path / "stack.npy"])
+    stack = np.load(tmp_path / "stack.npy")
+    assert stack.shape == (2, 64, 48) and (tmp_path / "stack.timestamps.json").is_file()
+    with native_stderr_muted():
+        first = Predictor(tiny_tflite).depth(decoded(tmp_path / "turned.mp4")[0].transpose(Image.Transpose.ROTATE_90))
+    assert np.array_equal(stack[0], first)
+    with av.open(str(tmp_path / "d.mkv")) as container:
+        assert (container.streams.video[0].width, container.streams.video[0].height) == (48, 64)
+
+
+def test_corrupt_frame_is_skipped_and_counted(tiny_tflite, tmp_path, capsys):
+    """Frame 3's JPEG data overwritten in the file: the decoder refuses it; the other frames are kept in order."""
+    path = tmp_path / "clip.mp4"
+    pos, size = make_video(path, 6)[3]
+    data = bytearray(path.read_bytes())
+    data[pos:pos + size] = np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8).tobytes()
+    path.write_bytes(bytes(data))
+    out, err = ok(capsys, ["predict", tiny_tflite, path, "-o", tmp_path / "d.mp4"])
+    assert "6 frames, 1 skipped (frame 3: cannot decode: Invalid data" in out
+    assert "skipped frame 3: cannot decode" in err
+    stamps = json.loads((tmp_path / "d.timestamps.json").read_text())
+    assert stamps["frame"] == [0, 1, 2, 4, 5] and stamps["skipped"][0]["frame"] == 3
+    assert stamps["skipped"][0]["time_s"] == pytest.approx(3 / 25)
+    assert np.load(tmp_path / "d.npy").shape == (5, 48, 64)
+    with av.open(str(tmp_path / "d.mp4")) as container:
+        assert len(list(container.decode(video=0))) == 5
+
+
+# ------------------------------------------------------------------------------------------------ Ctrl-C
+def interrupt_when(argv: list, ready, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run the console script in a child; send it SIGINT (Ctrl-C) once ``ready()`` holds."""
+    child = subprocess.Popen([sys.executable, "-c", ENTRY_CHILD, *map(str, argv)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + timeout
+    while not ready() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert child.poll() is None, "the run ended before it could be interrupted"
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    return subprocess.CompletedProcess(child.args, child.returncode, out, err)
+
+
+def test_ctrl_c_during_a_group_of_renames_takes_effect_after_it(tmp_path):
+    """atomic_paths renames a PNG and its .npy under sigint_deferred: a real SIGINT inside waits for the end."""
+    with pytest.raises(KeyboardInterrupt):
+        with sigint_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # Python would have raised by now
+            (tmp_path / "after").write_text("the block ran to its end")
+    assert (tmp_path / "after").is_file()
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_paths(tmp_path / "a.png", tmp_path / "a.npy") as (png, npy):
+            png.write_text("png")
+            npy.write_text("npy")
+            raise KeyboardInterrupt
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["after"]
+
+
+def test_ctrl_c_during_a_video_leaves_nothing_half_written(tiny_tflite, tmp_path):
+    make_video(tmp_path / "long.mp4", 400, hw=(96, 128))
+    out = tmp_path / "out"
+
+    def frames_written() -> bool:  # the stack's temp file holds a few frames
+        return any(p.name.startswith(".d.npy.") and p.stat().st_size > 4 * 96 * 128 * 4
+                   for p in out.glob(".*.part")) if out.is_dir() else False
+
+    run = interrupt_when(["predict", tiny_tflite, tmp_path / "long.mp4", "-o", out / "d.mp4"], frames_written)
+    assert run.returncode == 130, run.stderr[-2000:]
+    assert "depthport predict: interrupted after" in run.stderr and "nothing was written" in run.stderr
+    assert list(out.iterdir()) == []
+
+
+def test_ctrl_c_during_a_folder_keeps_every_finished_image_whole(tiny_tflite, tmp_path):
+    folder, out = tmp_path / "photos", tmp_path / "out"
+    folder.mkdir()
+    for i in range(150):
+        photo(90, 120, seed=i).save(folder / f"p{i:03d}.png")
+    run = interrupt_when(["predict", tiny_tflite, folder, "-o", out, "--npy"],
+                         lambda: out.is_dir() and len(list(out.glob("*.npy"))) >= 3)
+    assert run.returncode == 130, run.stderr[-2000:]
+    assert "interrupted after" in run.stderr and "are whole" in run.stderr
+    names = sorted(p.name for p in out.iterdir())
+    assert not [n for n in names if n.startswith(".") or n.endswith(".part")]
+    pngs, npys = [n for n in names if n.endswith(".png")], [n for n in names if n.endswith(".npy")]
+    assert 3 <= len(pngs) < 150 and [n[:-4] for n in pngs] == [n[:-4] for n in npys]
+    assert pngs == [f"p{i:03d}.png" for i in range(len(pngs))]  # in order
+    for png in pngs:
+        assert np.load(out / png.replace(".png", ".npy")).shape == (90, 120)
+        with Image.open(out / png) as picture:
+            picture.load()
+            assert picture.size == (120, 90)
