@@ -1,6 +1,7 @@
 """The model card: front matter, tables, snippets, regeneration from report.json."""
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -8,6 +9,8 @@ from markdown_it import MarkdownIt
 
 from depthport.cli import main
 from depthport.report.card import render
+
+ASSET = Path(__file__).resolve().parents[1] / "src" / "depthport" / "assets" / "chelsea.jpg"
 
 
 @pytest.fixture(scope="module")
@@ -189,3 +192,68 @@ def test_card_states_fp16_headroom_and_fp16_arithmetic_evidence():
     assert row["evidence"] == "predicted" and row["rel_l2"] == "1.200e-02" and row["delta"] == "0.9670"
     view = headroom_view(report)
     assert view["random"] and view["rows"][0]["op"] == "matmul" and view["rows"][0]["headroom"] == "84"
+
+
+@pytest.fixture(scope="module")
+def snippet_exports(tmp_path_factory):
+    """Each runtime kind's file with its card: da2-tiny as .tflite, .pte and .onnx; da3-tiny (its own resize) as
+    .tflite. Verification is skipped: the snippets are the card's whatever the verdicts."""
+    root = tmp_path_factory.mktemp("snippets")
+    out = {}
+    for model, targets in (("da2-tiny", "litert-fp32,xnnpack-fp32,onnx"), ("da3-tiny", "litert-fp32")):
+        folder = root / model
+        assert main(["export", model, "--size", "56x70", "--targets", targets, "--out", str(folder),
+                     "--skip", "ledger,verify,bench,report"]) == 0
+        out[model] = folder
+    return out
+
+
+def python_snippets(card: str) -> list[str]:
+    return [block.split("```", 1)[0] for block in card.split("```python\n")[1:]]
+
+
+@pytest.mark.parametrize("model,kind,stored", [
+    ("da2-tiny", "tflite", (90, 60)), ("da2-tiny", "pte", (90, 60)), ("da2-tiny", "onnx", (90, 60)),
+    ("da3-tiny", "tflite", (90, 60)),  # shown 60x90: stretched to 70x56
+    ("da3-tiny", "tflite", (560, 700)),  # shown 700x560: Depth Anything 3's two-step resize gives 70x56
+])
+def test_python_snippet_runs_as_written_and_equals_predict(snippet_exports, model, kind, stored, tmp_path):
+    """The card's Python snippet, run as written by a fresh interpreter in the export folder on a phone photo
+    (stored ``stored`` (W, H), shown turned by its EXIF orientation), gives the depth `depthport predict
+    --model-size` gives."""
+    import subprocess
+    import sys
+
+    import numpy as np
+    from PIL import Image
+
+    folder = snippet_exports[model]
+    code = next(c for c in python_snippets((folder / "README.md").read_text()) if f'.{kind}"' in c)
+    photo = Image.open(ASSET).convert("RGB").resize(stored)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 degrees clockwise to display
+    photo.save(folder / "photo.jpg", exif=exif, quality=95)
+    script = tmp_path / "snippet.py"
+    script.write_text(code + "\nnp.save('snippet_depth.npy', np.asarray(depth, np.float32))\n")
+    run = subprocess.run([sys.executable, str(script)], cwd=folder, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    model_file = next(folder.glob(f"*.{kind}"))
+    npy = tmp_path / "predict.npy"
+    assert main(["predict", str(model_file), str(folder / "photo.jpg"), "-o", str(tmp_path / "p.png"),
+                 "--npy", str(npy), "--model-size"]) == 0
+    ours, theirs = np.load(folder / "snippet_depth.npy").reshape(-1), np.load(npy).reshape(-1)
+    assert ours.size == theirs.size
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-5 * float(np.abs(theirs).max()))
+
+
+def test_mobile_snippets_name_what_the_app_must_add(snippet_exports):
+    """Kotlin: the LiteRT artifacts (the GPU accelerator's own from 2.3.0), at the pinned version; Swift: the
+    ExecuTorch products and the linker flag that registers the backend and kernels; each citing its API source."""
+    from importlib.metadata import version
+
+    card = (snippet_exports["da2-tiny"] / "README.md").read_text()
+    litert, executorch = version("ai-edge-litert"), version("executorch")
+    assert f"com.google.ai.edge.litert:litert-gpu:{litert}" in card and "import com.google.ai.edge.litert.Accelerator" in card
+    assert "com/google/ai/edge/litert/Model.kt" in card and "model.close()" in card
+    assert f"swiftpm-{executorch}" in card and "`backend_xnnpack`" in card and "-all_load" in card
+    assert "ExecuTorchModule.h" in card and "guard let path = Bundle.main.path" in card

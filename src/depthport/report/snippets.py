@@ -75,7 +75,20 @@ def snippet_view(report: dict, art: dict, kind: str, template: str) -> dict:
             "output_shape": out_shape, "output_tuple": str(tuple(out_shape)), "output_size": math.prod(out_shape),
             "normalized": "folded" not in report.get("normalization", ""), **units_view(report),
             "gpu_precision": precision, "gpu_precision_why": why,
-            "backend": art.get("backend", "xnnpack"), "precision": art.get("precision", "fp32")}
+            "backend": art.get("backend", "xnnpack"), "precision": art.get("precision", "fp32"),
+            "resize": resize_kind(report),
+            "litert_version": (report.get("versions") or {}).get("ai-edge-litert", "2.3.0"),
+            "executorch_version": (report.get("versions") or {}).get("executorch", "1.5.1")}
+
+
+def resize_kind(report: dict) -> str:
+    """How the report's model family resizes a photo to the export shape: "da3" (Depth Anything 3's area/cubic
+    resize, ``preprocess.da3_input``) or "bicubic" (a bicubic stretch, ``preprocess.to_tensor``)."""
+    from ..preprocess import da3_input
+    from ..registry import MODELS
+
+    spec = MODELS.get(str(report.get("model", "")))
+    return "da3" if spec is not None and spec.arch.preprocess is da3_input else "bicubic"
 
 
 def snippets(report: dict) -> list[dict]:
