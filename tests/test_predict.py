@@ -244,6 +244,14 @@ def test_bad_image_in_a_folder_is_skipped_and_counted(tiny_tflite, photos, tmp_p
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.jpg.png", "a.png.png", "b.png", "c.png"]
 
 
+def test_iphone_heic_in_a_folder_is_reported_with_what_to_do(tiny_tflite, photos, tmp_path, capsys):
+    """Pillow does not read HEIC: such a photo is tried, skipped and named, never passed over in silence."""
+    (photos / "IMG_0001.HEIC").write_bytes(b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic")
+    out, err = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out"])
+    assert "5 images, 1 skipped (IMG_0001.HEIC: cannot read image" in out
+    assert "HEIC/HEIF (the iPhone's default) is not among them; export the photo as JPEG" in err
+
+
 # ------------------------------------------------------------------------------------------------ video
 def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0) -> list[tuple[int, int]]:
     """An MJPEG video (every frame a JPEG of its own), a different smooth picture in each frame; returns each

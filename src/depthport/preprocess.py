@@ -80,7 +80,9 @@ def load_image(path: str | Path) -> Image.Image:
     except FileNotFoundError:
         raise InputError(f"image not found: {path}") from None
     except UnidentifiedImageError:
-        raise InputError(f"cannot read image {path}: not an image format Pillow can read") from None
+        hint = (": HEIC/HEIF (the iPhone's default) is not among them; export the photo as JPEG (iOS: Settings > "
+                "Camera > Formats > Most Compatible)" if path.suffix.lower() in (".heic", ".heif") else "")
+        raise InputError(f"cannot read image {path}: not an image format Pillow can read{hint}") from None
     except Exception as exc:  # Pillow's decoders raise OSError, SyntaxError, ValueError, EOFError, struct.error...
         reason = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         raise InputError(f"cannot read image {path}: {reason}") from None

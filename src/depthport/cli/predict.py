@@ -89,6 +89,7 @@ def _many(args, inputs, out: Path, options: dict) -> int:
             with item_progress(status, tally.noun, inputs.total if video else len(inputs.files)) as advance:
                 run_many(predictor, inputs, paths, tally,
                          lambda item, ok: advance(item.name, None if ok else tally.skipped[-1][1]))
+            del predictor  # the runtime's teardown messages, muted too
     except KeyboardInterrupt:
         kept = ("nothing was written (the depth video, its stack and timestamps are renamed into place only at "
                 "the end)" if video else

@@ -12,7 +12,9 @@ from ..preprocess import InputError, load_image
 # Natural photographs whose files ship inside the scikit-image wheel (no download; checked offline with
 # scikit-image 0.26). Others in skimage.data (kidney, lily, skin, eagle, ...) are fetched from the network.
 BUILTIN = ("astronaut", "camera", "chelsea", "coffee", "motorcycle_left", "rocket")
-SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".gif")
+# .heic/.heif (iPhone photos) are listed so that they are tried and reported, not silently passed over
+SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".gif", ".avif", ".heic",
+            ".heif")
 LOOKED_FOR = f"looked for {', '.join(SUFFIXES)}"
 
 
