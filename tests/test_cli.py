@@ -39,8 +39,9 @@ def test_predict_writes_png_and_npy(exported, tmp_path, capsys):
     png, npy = tmp_path / "d.png", tmp_path / "d.npy"
     assert main(["predict", str(exported / "da2_tiny_fp32.tflite"), ASSET, "-o", str(png), "--npy", str(npy)]) == 0
     depth = np.load(npy)
-    assert depth.shape == (56, 70) and depth.std() > 0
-    assert Image.open(png).size == Image.open(ASSET).size
+    w, h = Image.open(ASSET).size
+    assert depth.shape == (h, w) and depth.std() > 0  # at the photo's size
+    assert Image.open(png).size == (w, h)
 
 
 def test_models_lists_licences(capsys):

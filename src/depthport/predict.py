@@ -9,7 +9,6 @@ import math
 from pathlib import Path
 
 import numpy as np
-import torch
 from PIL import Image
 
 from .atomic import atomic_paths
@@ -91,6 +90,8 @@ def photo_size(depth: np.ndarray, image_hw: tuple[int, int], letterbox: bool = F
     if letterbox:
         top, left, h, w = letterbox_box(image_hw, depth.shape)
         depth = depth[top:top + h, left:left + w]
+    import torch  # here: importing predict stays light (tests/test_registry.py)
+
     x = torch.from_numpy(np.ascontiguousarray(depth, dtype=np.float32))[None, None]
     return torch.nn.functional.interpolate(x, size=tuple(image_hw), mode="bicubic", align_corners=False)[0, 0].numpy()
 
