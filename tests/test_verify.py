@@ -279,6 +279,29 @@ def test_cli_verify_writes_report_and_applies_gates(tiny, tmp_path, images):
     assert report["random_weights"] is True and "vs_eager" not in art["parity"]
     assert report["verify"]["images"] == ["cat.jpg"] and report["command"].startswith("depthport")
     assert "FAIL" in (out / "report.html").read_text(encoding="utf-8")
+    # judged as the export's verify stage judges (it is the same code), but the user's file stays where it is
+    assert art["status"] == "not shipped" and art["shipped"] is False and "rel_l2_pooled" in art["status_reason"]
+    assert path.is_file() and "not_shipped" not in report
+
+
+def test_cli_verify_of_a_file_that_does_not_run_reports_why(tiny, tmp_path, capsys, monkeypatch):
+    """A file whose run fails after it loaded gets a parity error in its report (exit status 1), not a traceback:
+    depthport's own verify_file is made to raise as a runtime's failure would."""
+    from depthport.verify import stage
+
+    _, path = tiny
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("the interpreter failed")
+
+    monkeypatch.setattr(stage, "verify_file", fails)
+    code = main(["verify", str(path), "--reference", "da2-tiny", "--weights", "random", "--precision", "fp32",
+                 "--out", str(tmp_path / "v"), "--no-eager", "--no-fp64"])
+    assert code == 1
+    [art] = json.loads((tmp_path / "v" / "report.json").read_text())["artifacts"]
+    assert art["parity"]["error"] == "verification failed: RuntimeError: the interpreter failed"
+    assert art["status"] == "not shipped"
+    assert "verification failed" in capsys.readouterr().out
 
 
 def test_fp16_arithmetic_verdict_is_measured_only_where_the_cpu_computes_fp16():

@@ -66,7 +66,8 @@ def run(args) -> int:
     from ..check.fp16_compute import fp16_arithmetic_entry, predict_fp16
     from ..core.images import image_set
     from ..core.provenance import command_line, machine, versions
-    from ..core.schema import PASS, Verdict, dumps, set_check
+    from ..core.schema import PASS, dumps
+    from ..export.context import ExportContext, StageOptions
     from ..preprocess import parse_size
     from ..quiet import native_stderr_muted
     from ..registry import get_spec
@@ -75,7 +76,7 @@ def run(args) -> int:
     from ..runtimes import load_runner
     from ..verify import gates
     from ..verify.parity import check_shapes
-    from ..verify.stage import accuracy_block, figures_entry, make_references, summary_block, verify_file
+    from ..verify.stage import figures_entry, make_references, record_references, verify_artifacts
 
     paths = [Path(f) for f in args.files]
     if any(p.is_dir() and p.suffix not in MODEL_SUFFIXES for p in paths):  # a web export: its page in Chromium
@@ -114,32 +115,28 @@ def run(args) -> int:
                   "weights": built.weights.argument,
                   "random_weights": built.weights.random, "input_shape": [1, 3, *input_hw],
                   "output": spec.output, "output_space": spec.output_space, "output_units": spec.units(),
-                  "versions": versions(), "machine": machine(),
-                  "verify": summary_block(refs, source, threads, built.weights.random), "artifacts": []}
-        figures = figures_entry(refs, refs.names[0])
+                  "versions": versions(), "machine": machine(), "artifacts": []}
+        record_references(report, refs, source, threads, built.weights.random)
+        unit = gates.unit_label(spec.units())
         for path in paths:
-            status.update(f"verifying {path.name}")
             known = artifact_info(sibling_report(path), path)
             precision = args.precision or known.get("precision")
-            parity, acc, outputs = verify_file(path, refs, threads, normalized, precision=precision)
             art = {"file": str(path), "target": known.get("target", path.suffix.lstrip(".")),
-                   "precision": precision, "bytes": path.stat().st_size,
-                   "input_shape": [1, 3, *input_hw], "parity": parity, "accuracy": acc}
+                   "precision": precision, "bytes": path.stat().st_size, "input_shape": [1, 3, *input_hw]}
             if "gpu_check" in known:
                 art["gpu_check"] = known["gpu_check"]
-            unit = gates.unit_label(spec.units())
-            art["gate"] = gates.evaluate(parity, art["precision"], thresholds, unit)
-            set_check(art, "parity", Verdict.from_dict(art["gate"]), required=True)
             if path.suffix == ".pte" and precision == "fp16":
                 status.update(f"predicting XNNPACK's FP16 arithmetic for {path.name}")
                 art["fp16_arithmetic"] = fp16_arithmetic_entry(lambda: predict_fp16(
                     built.model, input_hw, normalize=normalized, accumulate="xnnpack", images=images, unit=unit))
-                set_check(art, "fp16_arithmetic", gates.fp16_arithmetic_verdict(art, thresholds, unit), required=True)
             report["artifacts"].append(art)
-            figures["variants"][path.name] = outputs[refs.names[0]]
-        status.update("accuracy on the Middlebury motorcycle")
-        report["accuracy"] = accuracy_block(refs, built.weights.random)
-        report["gates"] = thresholds
+        options = StageOptions(images=args.images, threads=threads, gates=args.gate, no_fp64=args.no_fp64)
+        ctx = ExportContext(built, Path("."), spec.id.replace("-", "_"), options=options,
+                            progress=StatusDetail(status))
+        ctx.figures = figures_entry(refs, refs.names[0])
+        verify_artifacts(ctx, report, refs, normalized, label=lambda art: Path(art["file"]).name)
+        gates.apply_gates(report, None, thresholds)
+        figures = ctx.figures
     out = Path(args.out) if args.out else paths[0].parent / f"verify-{paths[0].stem}"
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "report.json", dumps(report))
@@ -149,10 +146,21 @@ def run(args) -> int:
                     for a in report["artifacts"]) else 1
 
 
+class StatusDetail:
+    """The verify stage's progress lines, shown in the command's status spinner."""
+
+    def __init__(self, status):
+        self.status = status
+
+    def detail(self, text: str) -> None:
+        self.status.update(f"verifying {text}")
+
+
 def print_summary(report: dict, out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from ..core.formatting import fmt
     from ..core.schema import Verdict
 
     console = Console(width=None if sys.stdout.isatty() else 160)
@@ -163,15 +171,19 @@ def print_summary(report: dict, out: Path) -> None:
                 "vs eager rel L2", "vs fp64 rel L2", "AbsRel", "gate"):
         table.add_column(col)
     for a in report["artifacts"]:
-        p, acc, gate = a["parity"], a["accuracy"], a["gate"]
+        p, acc, verdict = a["parity"], a.get("accuracy") or {}, Verdict.from_dict(a["gate"]).text()
+        if "pearson_worst" not in p:  # the file did not run: its verdict says why
+            table.add_row(Path(a["file"]).name, str(a.get("precision") or "?"), *["-"] * 8, verdict)
+            continue
         extra = [p.get(k, {}).get("rel_l2_pooled") for k in ("vs_eager", "vs_reference_fp64")]
-        verdict = Verdict.from_dict(gate).text()
         table.add_row(Path(a["file"]).name, str(a.get("precision") or "?"), f"{p['pearson_worst']:.7f}",
                       f"{p['pearson_median']:.7f}", f"{p['rel_l2_pooled']:.3e}", f"{p['max_abs']:.3e}",
-                      f"{p['delta125_worst']:.5f}", *("-" if v is None else f"{v:.3e}" for v in extra),
-                      f"{acc['abs_rel']:.4f}", verdict)
+                      f"{p['delta125_worst']:.5f}", *(fmt(v, ".3e") for v in extra), fmt(acc.get("abs_rel"), ".4f"),
+                      verdict)
     console.print(table)
     for a in report["artifacts"]:
+        if "pearson_worst" not in a["parity"]:
+            console.print(f"{Path(a['file']).name}: {Verdict.from_dict(a['gate']).text()}", soft_wrap=True)
         check = a.get("checks", {}).get("fp16_arithmetic")
         if check is not None:
             console.print(f"{Path(a['file']).name} on FP16 arithmetic: {Verdict.from_dict(check).text()}")

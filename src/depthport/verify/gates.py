@@ -162,10 +162,12 @@ def summary_figures(parity: dict) -> dict:
     return {k: v for k, v in parity.items() if k != "per_image" and not k.startswith("vs_")}
 
 
-def apply_gates(report: dict, out_dir: Path, gates: dict[str, dict[str, float]], files: dict | None = None) -> None:
+def apply_gates(report: dict, out_dir: Path | None, gates: dict[str, dict[str, float]],
+                files: dict | None = None) -> None:
     """Judge every artifact: its parity verdict joins its other checks, and its status follows from the
-    required ones (``schema.file_status``). Files that do not ship move into ``out_dir/not-shipped/`` and
-    are listed in the report; an artifact's ``file`` stays its path relative to ``out_dir``."""
+    required ones (``schema.file_status``). In an export (``out_dir``) the files that do not ship move into
+    ``out_dir/not-shipped/`` and are listed in the report; an artifact's ``file`` stays its path relative to
+    ``out_dir``. With ``out_dir`` None (``depthport verify`` of the user's files) nothing moves."""
     report["gates"] = gates
     unit = unit_label(report.get("output_units"))
     for art in report["artifacts"]:
@@ -179,16 +181,18 @@ def apply_gates(report: dict, out_dir: Path, gates: dict[str, dict[str, float]],
         set_check(art, "parity", verdict, required=True)
         if "fp16_arithmetic" in art:
             set_check(art, "fp16_arithmetic", fp16_arithmetic_verdict(art, gates, unit), required=True)
-    settle(report, Path(out_dir), files)
+    settle(report, Path(out_dir) if out_dir is not None else None, files)
 
 
-def settle(report: dict, out_dir: Path, files: dict | None = None) -> None:
-    """Set each artifact's status from its checks and move the files that do not ship into not-shipped/."""
-    report["not_shipped"] = []
+def settle(report: dict, out_dir: Path | None, files: dict | None = None) -> None:
+    """Set each artifact's status from its checks and, in an export (``out_dir``), move the files that do not
+    ship into not-shipped/."""
+    if out_dir is not None:
+        report["not_shipped"] = []
     for art in report["artifacts"]:
         art["status"], art["status_reason"] = file_status(art)
         art["shipped"] = art["status"] == "shipped"
-        if art["status"] != NOT_SHIPPED:
+        if art["status"] != NOT_SHIPPED or out_dir is None:
             continue
         src = out_dir / art["file"]
         name = Path(art["file"]).name

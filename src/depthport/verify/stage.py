@@ -132,11 +132,27 @@ def apply(ctx, report: dict) -> None:
             art["parity"] = {"error": reason, "cause": ERROR}
         gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)
         return
-    report["verify"] = summary_block(refs, source, threads, built.weights.random)
-    report["accuracy"] = accuracy_block(refs, built.weights.random, space)
-    figures = ctx.figures = figures_entry(refs, refs.names[0])
+    record_references(report, refs, source, threads, built.weights.random, space)
+    ctx.figures = figures_entry(refs, refs.names[0])
+    verify_artifacts(ctx, report, refs, normalized, space)
+    gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)
+
+
+def record_references(report: dict, refs: References, source: str, threads: int, random_weights: bool,
+                      space: str | None = None) -> None:
+    """What the files were verified against (``verify``) and the reference's own accuracy (``accuracy``)."""
+    report["verify"] = summary_block(refs, source, threads, random_weights)
+    report["accuracy"] = accuracy_block(refs, random_weights, space)
+
+
+def verify_artifacts(ctx, report: dict, refs: References, normalized: bool, space: str | None = None,
+                     label=lambda art: art["target"]) -> None:
+    """Parity and accuracy of every artifact (``ctx.out_dir / art["file"]``), into the artifact; each file's
+    depth of the first image into ``ctx.figures`` under ``label(art)``; web folders in Chromium and dynamic
+    files at their other shapes. A file that fails to run gets a parity error, not an exception."""
+    threads, figures = ctx.options.threads, ctx.figures
     for i, art in enumerate(report["artifacts"], 1):
-        ctx.detail(f"{art['file']} ({i}/{len(report['artifacts'])}) on {len(refs.names)} images")
+        ctx.detail(f"{Path(art['file']).name} ({i}/{len(report['artifacts'])}) on {len(refs.names)} images")
         if art.get("web"):  # a folder with a browser page: verified in Chromium below
             continue
         if art.get("runnable_here") is False:
@@ -149,7 +165,6 @@ def apply(ctx, report: dict) -> None:
         except (InputError, ModuleNotFoundError, RuntimeError, OSError, ValueError) as exc:
             art["parity"] = {"error": f"verification failed: {error_text(exc)}", "cause": ERROR}
             continue
-        figures["variants"][art["target"]] = np.asarray(outputs[refs.names[0]])
+        figures["variants"][label(art)] = np.asarray(outputs[refs.names[0]])
     web_folder.apply(ctx, report, refs, figures)
-    shapes.apply(ctx, report, refs, thresholds)
-    gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)
+    shapes.apply(ctx, report, refs, gates.thresholds(ctx.options.gates, ctx.built.spec.metric))
