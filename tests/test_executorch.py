@@ -203,6 +203,26 @@ def test_fp16_pte_measured_against_the_xnnpack_prediction(built, exported):
         assert max(measured) < min(predicted["xnnpack"]) / 2, (measured, predicted, found["reason"])
 
 
+@pytest.mark.parametrize("model_id", ["da2-tiny", "da3-tiny"])
+def test_xnnpack_prediction_matches_fp16_arithmetic_measured_on_a_cpu_that_has_it(model_id):
+    """On any CPU, the prediction of XNNPACK's f16 kernels agrees within 1.5x per image with the error that
+    FP16 arithmetic gave the same tiny file on a CPU that computes it (``calibration.json``, written by
+    ``benchmarks/fp16_floor.py --record`` on avx512_fp16)."""
+    from depthport.check.fp16_compute import xnnpack_fp16_form
+    from depthport.fp16 import simulate_fp16
+    from depthport.fp16.calibration import matching
+
+    entry = matching(model_id, HW)
+    assert entry is not None and "avx512_fp16" in entry["isa"], f"no FP16-arithmetic measurement of {model_id}"
+    tiny = build(model_id, HW)
+    normalize = "fold_input_normalization" not in tiny.rewrites
+    xs = [torch.from_numpy(to_tensor(builtin_image(n), HW, normalize=normalize)) for n in entry["images"]]
+    predicted = simulate_fp16(xnnpack_fp16_form(tiny.model), xs, accumulate="xnnpack").per_image
+    for name, p in zip(entry["images"], predicted):
+        m = entry["per_image"]["rel_l2"][name]
+        assert 1 / 1.5 <= p["rel_l2"] / m <= 1.5, f"{model_id} {name}: predicted {p['rel_l2']:.3g}, measured {m:.3g}"
+
+
 def test_fp16_pte_calibration_figures_are_kept_and_stated():
     """The figures measured on FP16 arithmetic that the full-size prediction is checked against (benchmarks/
     fp16_floor.py) live in the package, with the CPU and versions they were measured with."""
@@ -213,21 +233,20 @@ def test_fp16_pte_calibration_figures_are_kept_and_stated():
     assert any("avx512_fp16" in c["isa"] for c in cal)
 
 
-def test_split_reductions_are_exact_delegated_and_shorten_fp16_accumulation(built, image):
-    """The short-reduction form (export.split_k): the same model in FP32, one XNNPACK subgraph in FP16, and a
-    smaller predicted error on XNNPACK's FP16 arithmetic."""
+def test_split_reductions_are_exact_and_shorten_fp16_accumulation(built, image):
+    """The short-reduction form (export.split_k, an experiment): the same model in FP32 and a smaller predicted
+    error on XNNPACK's FP16 arithmetic. Its lowering is not tested here: it takes about a minute even for this
+    tiny model and ran out of 24 GB at DA-V2-Small 266x350 (benchmarks/fp16_floor.py --split-k lowers it)."""
     from depthport.check.fp16_compute import xnnpack_fp16_form
-    from depthport.export.executorch import FORMS, lower_xnnpack
+    from depthport.export.executorch import FORMS
     from depthport.fp16 import simulate_fp16
 
     x = torch.from_numpy(image)
-    plain, split = xnnpack_fp16_form(built.model, 0), xnnpack_fp16_form(built.model, 8)
+    plain, split = xnnpack_fp16_form(built.model, 0), xnnpack_fp16_form(built.model, 16)
     assert any(type(m).__name__ == "SplitLinear" for m in split.modules())
     with torch.no_grad():
         assert rel_l2(split(x).numpy(), plain(x).numpy()) < 1e-6
     errors = [simulate_fp16(m, x, accumulate="xnnpack").rel_l2 for m in (plain, split)]
     assert errors[1] < errors[0]
-    module, changes = backend_form(built.model, **{**FORMS["xnnpack-fp16"], "split_k": 8})
+    _, changes = backend_form(built.model, **{**FORMS["xnnpack-fp16"], "split_k": 16})
     assert any("in chunks, tree-summed" in c for c in changes)
-    _, report = lower_xnnpack(module, torch.zeros(1, 3, *HW))
-    assert report["subgraphs"] == 1 and set(report["portable_ops"]) <= FP16_CASTS
