@@ -9,16 +9,20 @@ against the upstream model in FP32:
 - the predictions of the same file's form: XNNPACK's f16 kernels (``accumulate="xnnpack"``), a GPU under its
   default FP16 precision ("fp16"), FP16 tensors with FP32 accumulation ("fp32");
 - with ``--ledger``: the FP16 error ledger of the XNNPACK prediction (what keeping each part in FP32 buys);
-- the calibration figures measured on FP16 arithmetic (``depthport.fp16.calibration``) when they match.
+- the calibration figures measured on FP16 arithmetic (``depthport.fp16.calibration``) when they match;
+- with ``--record`` on a CPU that computes FP16 (avx512_fp16, ARMv8.2): the measured row written into the
+  package's ``calibration.json`` (replacing the entry for the same model, shape and weights), so that machines
+  without FP16 arithmetic check the prediction against it (tests/test_executorch.py for the tiny configs).
 
     python benchmarks/fp16_floor.py [--model da2-small] [--size 518x686] [--fp16-safe] [--split-k 16] [--ledger]
-                                    [--no-pte]
+                                    [--no-pte] [--record]
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import importlib.metadata
 import tempfile
 from pathlib import Path
 
@@ -34,7 +38,7 @@ from depthport.core.machine import describe, fp16_arithmetic, machine_info
 from depthport.core.metrics import image_metrics, summarize
 from depthport.export.executorch import FORMS, backend_form, lower_xnnpack, write_pte
 from depthport.fp16 import simulate_fp16
-from depthport.fp16.calibration import load_calibration
+from depthport.fp16.calibration import CALIBRATION, load_calibration, write_calibration
 from depthport.fp16.ledger import fp16_ledger
 from depthport.preprocess import parse_size, to_tensor
 from depthport.quiet import native_stderr_muted
@@ -54,7 +58,44 @@ def figures(outputs: list[np.ndarray], refs: list[np.ndarray]) -> dict:
     per = [image_metrics(a, b) for a, b in zip(outputs, refs)]
     out = summarize(per)
     out["per_image_rel_l2"] = [m["rel_l2"] for m in per]
+    out["finite"] = all(bool(np.isfinite(a).all()) for a in outputs)
     return out
+
+
+def record(console: Console, args, built, measured: dict, found: dict) -> None:
+    """Replace (or add) this model, shape and weights' entry in calibration.json with the measured figures."""
+    if not found["arithmetic"]:
+        console.print(f"[red]not recorded: {found['reason']}[/]")
+        return
+    info = machine_info(args.threads)
+    entry = {
+        "what": "depthport xnnpack-fp16 .pte run by ExecuTorch's XNNPACK in FP16 arithmetic, against the upstream "
+                "model in FP32",
+        "cpu": f"{info['cpu']}, {info['cores']} cores",
+        "isa": sorted(f for f, on in (info.get("isa") or {}).items() if on),
+        "versions": {"depthport": provenance_commit(), "torch": torch.__version__,
+                     "executorch": importlib.metadata.version("executorch")},
+        "model": args.model, "weights": built.weights.source, "size": list(parse_size(args.size)),
+        "images": list(IMAGES),
+        "worst": {"rel_l2": max(measured["per_image_rel_l2"]), "pearson": measured["pearson_worst"],
+                  "delta125": measured["delta125_worst"]},
+        "per_image": {"rel_l2": dict(zip(IMAGES, measured["per_image_rel_l2"]))},
+        "source": "python benchmarks/fp16_floor.py --model {} --size {} --record".format(args.model, args.size),
+    }
+    kept = [c for c in load_calibration() if (c["model"], list(c["size"]), c["weights"]) !=
+            (entry["model"], entry["size"], entry["weights"])]
+    write_calibration(kept + [entry])
+    console.print(f"recorded in {CALIBRATION}")
+
+
+def provenance_commit() -> str:
+    import subprocess
+
+    try:
+        return "main " + subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                        check=True, cwd=Path(__file__).parent).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown commit"
 
 
 def main() -> None:
@@ -69,7 +110,11 @@ def main() -> None:
     ap.add_argument("--time", type=int, metavar="ROUNDS",
                     help="with --split-k: time the split and the unsplit .pte, interleaved, ROUNDS rounds")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--record", action="store_true",
+                    help="write the measured row into depthport/fp16/calibration.json (FP16-arithmetic CPUs only)")
     args = ap.parse_args()
+    if args.record and (args.no_pte or args.fp16_safe or args.split_k):
+        ap.error("--record keeps the plain xnnpack-fp16 file's measurement: drop --no-pte, --fp16-safe, --split-k")
     torch.set_num_threads(args.threads)
     console = Console(width=200)
     hw = parse_size(args.size)
@@ -115,14 +160,14 @@ def main() -> None:
                         ("fp32", "predicted: FP16 tensors, FP32 accumulation")):
         with console.status(label):
             p = simulate_fp16(form, xs, accumulate=mode)
-        rows[label] = {**p.figures, "per_image_rel_l2": [m["rel_l2"] for m in p.per_image],
+        rows[label] = {**p.figures, "per_image_rel_l2": [m["rel_l2"] for m in p.per_image], "finite": "-",
                        "overflow": ", ".join(f"{e.layer} ({e.op})" for e in p.events[:2]) or "-"}
     table = Table(title=f"FP16 vs upstream FP32 ({', '.join(IMAGES)})")
-    for col in ("run", "rel L2 pooled", "rel L2 per image", "Pearson worst", "δ<1.25 worst", "overflow"):
+    for col in ("run", "rel L2 pooled", "rel L2 per image", "Pearson worst", "δ<1.25 worst", "finite", "overflow"):
         table.add_column(col)
     for label, f in rows.items():
         table.add_row(label, f"{f['rel_l2_pooled']:.3e}", " ".join(f"{v:.2e}" for v in f["per_image_rel_l2"]),
-                      f"{f['pearson_worst']:.6f}", f"{f['delta125_worst']:.4f}", f.get("overflow", "-"))
+                      f"{f['pearson_worst']:.6f}", f"{f['delta125_worst']:.4f}", str(f["finite"]), f.get("overflow", "-"))
     console.print(table)
     for cal in load_calibration():
         if cal["model"] == args.model and tuple(cal["size"]) == hw and not (args.fp16_safe or args.split_k):
@@ -132,6 +177,8 @@ def main() -> None:
                           f"{cal['worst']['rel_l2']:.3g}, delta {cal['worst']['delta125']:.4g}; predicted worst "
                           f"{max(pred['per_image_rel_l2']):.3g}, delta {pred['delta125_worst']:.4g}: "
                           f"ratio {ratio:.2f} (within 1.5x: {1 / 1.5 <= ratio <= 1.5})")
+    if args.record:
+        record(console, args, built, rows[f"xnnpack-fp16 .pte measured ({found['mode']})"], found)
     if args.ledger:
         ledger = fp16_ledger(form, xs, progress=lambda m: console.print(m))
         lt = Table(title=f"FP16 error ledger (XNNPACK prediction, baseline rel L2 {ledger['baseline']['rel_l2']:.3e})")

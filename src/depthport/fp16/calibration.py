@@ -6,8 +6,23 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..atomic import atomic_path
+
 CALIBRATION = Path(__file__).with_name("calibration.json")
 
 
 def load_calibration() -> list[dict]:
     return json.loads(CALIBRATION.read_text(encoding="utf-8"))
+
+
+def write_calibration(entries: list[dict]) -> None:
+    with atomic_path(CALIBRATION) as tmp:
+        Path(tmp).write_text(json.dumps(entries, indent=2) + "\n", encoding="utf-8")
+
+
+def matching(model: str, size, weights: str = "random (seed 0)") -> dict | None:
+    """The entry measured for ``model`` at ``size`` (H, W) with ``weights``, or None."""
+    for entry in load_calibration():
+        if entry["model"] == model and tuple(entry["size"]) == tuple(size) and entry["weights"] == weights:
+            return entry
+    return None
