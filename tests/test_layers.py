@@ -118,6 +118,39 @@ def test_no_import_loop_between_units():
     assert strongly_connected(import_edges()) == []
 
 
+def module_edges(package: Path = PACKAGE) -> dict[tuple[str, str], list[str]]:
+    """{(importer module, imported module): ['file:line', ...]} between depthport's own files, nested imports
+    included; ``from pkg import name`` counts as an import of ``pkg.name`` where that is a module."""
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+
+    def is_module(name: str) -> bool:
+        rel = Path(*name.split(".")[1:])
+        return (package / rel).with_suffix(".py").exists() or (package / rel / "__init__.py").exists()
+
+    for path in sorted(package.rglob("*.py")):
+        parts = ["depthport", *path.relative_to(package).with_suffix("").parts]
+        here = parts[:-1] if parts[-1] != "__init__" else parts[:-1]
+        src = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = here[: len(here) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else []))
+                targets = [f"{module}.{a.name}" if is_module(f"{module}.{a.name}") else module for a in node.names]
+            for target in targets:
+                if target.split(".")[0] == "depthport" and target != src:
+                    edges[(src, target)].append(f"{path.relative_to(package)}:{node.lineno}")
+    return edges
+
+
+def test_no_import_loop_between_modules():
+    """Files import each other without loops too (a loop inside one package, through function-level imports
+    included, is as much a knot as one between packages)."""
+    assert strongly_connected(module_edges()) == []
+
+
 def test_the_checker_sees_a_planted_upward_import(tmp_path):
     """The contract can fail: an import of cli planted inside a function of a lower unit is reported."""
     pkg = tmp_path / "depthport"
@@ -129,3 +162,14 @@ def test_the_checker_sees_a_planted_upward_import(tmp_path):
     edges = import_edges(pkg)
     assert edges[("core", "cli")] == ["core/schema.py:2"]
     assert strongly_connected(edges) == [{"core", "cli"}]
+
+
+def test_the_checker_sees_a_planted_loop_between_modules(tmp_path):
+    """A loop inside one package through a function-level import is reported."""
+    pkg = tmp_path / "depthport" / "export"
+    pkg.mkdir(parents=True)
+    (pkg.parent / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "context.py").write_text("def small():\n    from .small import make\n")
+    (pkg / "small.py").write_text("from .context import small\n")
+    assert strongly_connected(module_edges(pkg.parent)) == [{"depthport.export.context", "depthport.export.small"}]

@@ -10,6 +10,7 @@ from ..atomic import write_bytes
 from ..core.schema import Verdict, set_check
 from ..export.context import ExportContext
 from ..export.litert_variants import VARIANTS, Variant
+from ..export.small import small_export
 from ..export.targets import GPU_TARGETS
 from .delegation import delegation_verdict
 from .fp16_compute import SUMMARY_KEYS, fp16_arithmetic_entry, fp16_verdict, predict_fp16
@@ -58,7 +59,7 @@ def check_litert(ctx: ExportContext, art: dict, path: Path) -> dict:
 
 def gpu_runtime(ctx: ExportContext, path: Path, variant: Variant | None) -> dict:
     """Runtime section of the GPU check for ``path``; numbers come from a small re-export when there is one."""
-    small = ctx.small_export(".tflite")
+    small = small_export(ctx.built, ctx.scratch, ".tflite", ctx.small)
     small = numeric = small.path if small is not None else None
     if small is not None and variant is not None:
         numeric = ctx.scratch / f"{ctx.stem}_small{variant.suffix}.tflite"

@@ -81,12 +81,6 @@ class ExportContext:
             atexit.register(shutil.rmtree, self._scratch, True)
         return self._scratch
 
-    def small_export(self, suffix: str = ".tflite"):
-        """The export's one small-shape FP32 re-export as a ``suffix`` file (``export.small``), or None."""
-        from .small import small_export
-
-        return small_export(self.built, self.scratch, suffix, self.small)
-
     def detail(self, text: str) -> None:
         """Show how far the running stage is (images n/N, rounds r/R) where a person is watching."""
         if self.progress is not None:
