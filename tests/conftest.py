@@ -25,6 +25,16 @@ def conversion_memo(tmp_path_factory):
         yield memo
 
 
+@pytest.fixture(scope="session", autouse=True)
+def reference_cache(tmp_path_factory):
+    """The upstream outputs' on-disk cache (verify.reference_cache) in this run's own folder: tests never read
+    entries an earlier run left, nor write into the user's cache."""
+    folder = tmp_path_factory.getbasetemp() / "reference-cache"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DEPTHPORT_CACHE", str(folder))
+        yield folder
+
+
 @pytest.fixture(scope="session")
 def tiny_spec():
     from depthport.registry import get_spec

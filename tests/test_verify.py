@@ -156,6 +156,54 @@ def test_tiny_tflite_matches_the_transformers_reference(tiny, images):
     assert metrics.rel_l2(outputs[first], refs.output("reference", second)) > 1e-2
 
 
+# the reference cache
+
+
+def test_reference_outputs_are_cached_on_disk_checked_and_recomputed_when_corrupt(tiny, images, tmp_path):
+    """A second verification of the same model, weights, shape and images reads the upstream FP32 and float64
+    outputs from the cache (the upstream model is not run); an entry whose bytes changed is rejected and
+    recomputed; other weights miss; the bound evicts the least recently used entries."""
+    from depthport.verify.reference_cache import ReferenceCache
+    from depthport.verify.stage import make_references
+    from depthport.build import random_weights
+
+    built, _ = tiny
+    folder = tmp_path / "cache"
+
+    def refs_with(weights, cache=True):
+        refs = make_references(built.spec, weights, HW, None, True, images, threads=2, fp64=True, cache=cache)
+        if refs.cache is not None:
+            refs.cache = ReferenceCache(folder)
+        return refs
+
+    first = refs_with(built.weights)
+    fresh = {(w, n): first.output(w, n) for w in ("reference", "reference64") for n, _ in images}
+    assert first.cache.misses == 4 and first.cache.hits == 0 and len(list(folder.glob("*.npy"))) == 4
+    again = refs_with(built.weights)
+    calls = []
+    again.reference.model.register_forward_hook(lambda *a: calls.append(1))
+    again.reference64.model.register_forward_hook(lambda *a: calls.append(1))
+    assert all(np.array_equal(again.output(w, n), fresh[(w, n)]) for w, n in fresh)
+    assert again.cache.hits == 4 and calls == []
+
+    entry = sorted(folder.glob("*.npy"))[0]
+    raw = bytearray(entry.read_bytes())
+    raw[-1] ^= 0xFF
+    entry.write_bytes(bytes(raw))
+    third = refs_with(built.weights)
+    assert all(np.array_equal(third.output(w, n), fresh[(w, n)]) for w, n in fresh)
+    assert third.cache.rejected == 1 and third.cache.hits == 3 and len(list(folder.glob("*.npy"))) == 4
+
+    other = refs_with(random_weights(built.spec, seed=1))
+    other.output("reference", images[0][0])
+    assert other.cache.misses == 1 and other.cache.hits == 0
+
+    assert refs_with(built.weights, cache=False).cache is None
+    small = ReferenceCache(folder, max_bytes=entry.stat().st_size * 2)
+    small.put("x" * 64, np.zeros(HW, np.float32))
+    assert len(list(folder.glob("*.npy"))) == 2 and (folder / ("x" * 64 + ".npy")).exists()
+
+
 # gates
 
 
@@ -220,6 +268,8 @@ def test_verify_step_moves_a_failing_variant_to_not_shipped(tiny, tmp_path, imag
     assert entry["file"] == failed["file"] and entry["parity"]["pearson_worst"] > 0.9999
     assert "did not earn a slot" in entry["note"]
     assert report["verify"]["images"] == ["one.png"]
+    cache = report["verify"]["reference_cache"]  # two upstream outputs per image (FP32, float64), from disk or not
+    assert cache["used"] is True and cache["hits"] + cache["misses"] == 2
     assert report["accuracy"]["meaningful"] is False and "RANDOM" in report["accuracy"]["note"]
     assert set(ctx.figures["variants"]) == {"litert-a", "litert-b"}
     json.dumps(report)  # everything recorded is JSON-serialisable
@@ -296,9 +346,11 @@ def test_cli_verify_of_a_file_that_does_not_run_reports_why(tiny, tmp_path, caps
 
     monkeypatch.setattr(stage, "verify_file", fails)
     code = main(["verify", str(path), "--reference", "da2-tiny", "--weights", "random", "--precision", "fp32",
-                 "--out", str(tmp_path / "v"), "--no-eager", "--no-fp64"])
+                 "--out", str(tmp_path / "v"), "--no-eager", "--no-fp64", "--no-cache"])
     assert code == 1
-    [art] = json.loads((tmp_path / "v" / "report.json").read_text())["artifacts"]
+    report = json.loads((tmp_path / "v" / "report.json").read_text())
+    assert report["verify"]["reference_cache"] == {"used": False, "why": "off (--no-cache)"}
+    [art] = report["artifacts"]
     assert art["parity"]["error"] == "verification failed: RuntimeError: the interpreter failed"
     assert art["status"] == "not shipped"
     assert "verification failed" in capsys.readouterr().out

@@ -35,6 +35,9 @@ def add_parser(subparsers):
     p.add_argument("--skip", default="", help="comma-separated stages to skip: ledger, verify, bench, report, card")
     p.add_argument("--gate", action="append", default=[], metavar="PRECISION.METRIC=VALUE",
                    help="override a parity gate, e.g. fp32.pearson=0.9999 or int8.delta125=0.99 (repeatable)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="compute the upstream reference's outputs afresh instead of reusing (and keeping) them in the "
+                        "reference cache ($DEPTHPORT_CACHE, default ~/.cache/depthport/references)")
     p.add_argument("--no-fp64", action="store_true",
                    help="skip the float64 reference (FP32 files are then unverified: their gate compares the file's "
                         "error against float64 with upstream FP32's own)")
@@ -89,6 +92,7 @@ def options_from(args):
     if skip - set(SKIPPABLE):
         raise InputError(f"cannot skip {', '.join(sorted(skip - set(SKIPPABLE)))}; skippable: {', '.join(SKIPPABLE)}")
     stages = StageOptions(images=args.images, threads=args.threads, skip=skip, gates=args.gate, no_fp64=args.no_fp64,
+                          no_cache=args.no_cache,
                           run_gpu=args.run_gpu, web_fast_shaders=args.fast_shaders,
                           dynamic_shapes=parse_sizes(args.dynamic_shapes) if args.dynamic_shapes else None)
     opts = ExportOptions(model=spec.id, weights=args.weights or published_weights(spec),

@@ -27,6 +27,9 @@ def add_parser(subparsers):
     p.add_argument("--threads", type=thread_count, default=2, help="CPU threads (at least 1)")
     p.add_argument("--out", help="folder for report.json and report.html (default: verify-STEM beside FILE)")
     p.add_argument("--no-eager", action="store_true", help="skip the comparison with depthport's own eager model")
+    p.add_argument("--no-cache", action="store_true",
+                   help="compute the upstream reference's outputs afresh instead of reusing (and keeping) them in the "
+                        "reference cache ($DEPTHPORT_CACHE, default ~/.cache/depthport/references)")
     p.add_argument("--no-fp64", action="store_true",
                    help="skip the upstream model in float64 (used by default for FP32 files, whose gate compares their "
                         "error against float64 with upstream FP32's own; without it they are unverified)")
@@ -76,7 +79,7 @@ def run(args) -> int:
     from ..runtimes import load_runner
     from ..verify import gates
     from ..verify.parity import check_shapes
-    from ..verify.stage import figures_entry, make_references, record_references, verify_artifacts
+    from ..verify.stage import cache_summary, figures_entry, make_references, record_references, verify_artifacts
 
     paths = [Path(f) for f in args.files]
     if any(p.is_dir() and p.suffix not in MODEL_SUFFIXES for p in paths):  # a web export: its page in Chromium
@@ -108,7 +111,8 @@ def run(args) -> int:
         precisions = {args.precision or artifact_info(sibling_report(p), p).get("precision") for p in paths}
         try:
             refs = make_references(spec, built.weights, input_hw, None if args.no_eager else built.model, normalized,
-                                   images, threads, fp64="fp32" in precisions and not args.no_fp64)
+                                   images, threads, fp64="fp32" in precisions and not args.no_fp64,
+                                   cache=not args.no_cache)
         except ModuleNotFoundError as exc:
             raise MissingDependency(exc.name or "?", f"the upstream reference of {spec.id}") from None
         report = {"command": command_line(), "model": spec.id,
@@ -135,6 +139,7 @@ def run(args) -> int:
                             progress=StatusDetail(status))
         ctx.figures = figures_entry(refs, refs.names[0])
         verify_artifacts(ctx, report, refs, normalized, label=lambda art: Path(art["file"]).name)
+        report["verify"]["reference_cache"] = cache_summary(refs)
         gates.apply_gates(report, None, thresholds)
         figures = ctx.figures
     out = Path(args.out) if args.out else paths[0].parent / f"verify-{paths[0].stem}"

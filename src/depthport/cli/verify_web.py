@@ -36,7 +36,7 @@ def measure(args, folder: Path, config: dict):
                   pos_formula=config.get("pos_embed_formula"))
     try:
         refs = make_references(spec, built.weights, hw, None if args.no_eager else built.model, config["normalize"],
-                               images, args.threads, fp64=not args.no_fp64)
+                               images, args.threads, fp64=not args.no_fp64, cache=not args.no_cache)
     except ModuleNotFoundError as exc:
         from ..errors import MissingDependency
 

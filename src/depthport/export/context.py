@@ -20,6 +20,7 @@ class StageOptions:
     skip: frozenset[str] = frozenset()  # stages skipped on request: ledger, verify, bench, report, card
     gates: dict | list | None = None  # parity-gate overrides (verify.gates.thresholds)
     no_fp64: bool = False  # no float64 reference: FP32 files are then unverified
+    no_cache: bool = False  # the upstream outputs computed afresh, not read from (or kept in) verify.reference_cache
     run_gpu: bool = False  # the real LiteRT GPU accelerator (SwiftShader without a GPU) decides the GPU verdict
     fp16_sim: bool = True  # the FP16-compute prediction
     fp16_accumulate: str = "fp16"  # GPU FP16-compute prediction's accumulation: "fp16" or "fp32" (fp16_sim.ACCUMULATE)

@@ -49,6 +49,8 @@ class References:
     label: str = "upstream reference"
     reference64: TorchRunner | None = None
     spec: object = None  # the ModelSpec: its output's space and units (accuracy, gates in metres)
+    cache: object = None  # a reference_cache.ReferenceCache for the upstream outputs, or None
+    cache_id: tuple = ()  # (model id, weights digest): with the label and the input, the cache key
     _inputs: dict = field(default_factory=dict)
     _outputs: dict = field(default_factory=dict)
 
@@ -59,7 +61,8 @@ class References:
                  if fp64 and self.reference64 is not None else None)
         eager = TorchRunner(eager_model, hw, threads, "depthport-eager") if eager_model is not None else None
         return References(self.images, hw, TorchRunner(self.reference.model, hw, threads, "reference-eager"), eager,
-                          self.eager_normalized, self.label, ref64, spec=self.spec)
+                          self.eager_normalized, self.label, ref64, spec=self.spec, cache=self.cache,
+                          cache_id=self.cache_id)
 
     @property
     def names(self) -> list[str]:
@@ -79,7 +82,15 @@ class References:
             if runner is None:
                 raise ValueError(f"no {which} model")
             normalized = which != "eager" or self.eager_normalized
-            self._outputs[key] = depth_of(runner, self.input(name, normalized), self.input_hw, which)
+            x = self.input(name, normalized)
+            entry = (self.cache.key(*self.cache_id, self.label, x, which)
+                     if self.cache is not None and self.cache_id and which != "eager" else None)
+            out = self.cache.get(entry) if entry else None
+            if out is None:
+                out = depth_of(runner, x, self.input_hw, which)
+                if entry:
+                    self.cache.put(entry, out)
+            self._outputs[key] = out
         return self._outputs[key]
 
 

@@ -30,10 +30,12 @@ def reference_label(model, weights) -> str:
 
 
 def make_references(spec, weights, input_hw, eager_model, eager_normalized: bool, images, threads: int,
-                    fp64: bool = False) -> References:
+                    fp64: bool = False, cache: bool = True) -> References:
     """The upstream model with ``weights`` (also in float64 with ``fp64``) and depthport's ``eager_model``
-    (may be None) over ``images``."""
+    (may be None) over ``images``; the upstream outputs kept in the on-disk ``reference_cache`` unless
+    ``cache`` is False."""
     from ..reference import reference_model
+    from .reference_cache import ReferenceCache, weights_digest
 
     hw = tuple(input_hw)
     eager = TorchRunner(eager_model, hw, threads, "depthport-eager") if eager_model is not None else None
@@ -41,7 +43,9 @@ def make_references(spec, weights, input_hw, eager_model, eager_normalized: bool
              if fp64 else None)
     reference = reference_model(spec, weights)
     return References(images, hw, TorchRunner(reference, hw, threads, "reference-eager"), eager, eager_normalized,
-                      reference_label(reference, weights), ref64, spec)
+                      reference_label(reference, weights), ref64, spec,
+                      cache=ReferenceCache() if cache else None,
+                      cache_id=(spec.id, weights_digest(weights.state)) if cache else ())
 
 
 @functools.lru_cache(maxsize=1)
@@ -124,7 +128,7 @@ def apply(ctx, report: dict) -> None:
     normalized = "fold_input_normalization" not in built.rewrites
     try:
         refs = make_references(built.spec, built.weights, built.input_hw, built.model, normalized, images, threads,
-                               fp64=needs_fp64(ctx, report))
+                               fp64=needs_fp64(ctx, report), cache=not ctx.options.no_cache)
     except ModuleNotFoundError as exc:
         reason = (f"the upstream reference needs the Python package {exc.name!r}, which is not installed "
                   "(`make venv` installs it)")
@@ -135,7 +139,15 @@ def apply(ctx, report: dict) -> None:
     record_references(report, refs, source, threads, built.weights.random, space)
     ctx.figures = figures_entry(refs, refs.names[0])
     verify_artifacts(ctx, report, refs, normalized, space)
+    report["verify"]["reference_cache"] = cache_summary(refs)
     gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)
+
+
+def cache_summary(refs: References) -> dict:
+    """Where the upstream outputs came from: the on-disk cache's folder, hits, misses and rejected entries."""
+    if refs.cache is None:
+        return {"used": False, "why": "off (--no-cache)"}
+    return {"used": True, **refs.cache.summary()}
 
 
 def record_references(report: dict, refs: References, source: str, threads: int, random_weights: bool,
