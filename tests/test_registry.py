@@ -324,4 +324,6 @@ def test_predict_gives_the_output_in_its_units(tiny_id, tiny_report, tmp_path):
     np.testing.assert_allclose(depth, photo_size(raw * np.float32(factor), depth.shape), rtol=1e-5, atol=1e-6)
     assert np.array_equal(np.load(tmp_path / "d.npy"), depth)
     png = Image.open(tmp_path / "d.png")
-    assert png.height == image.height and (png.width > image.width) == spec.metric  # colour bar in metres
+    assert png.size == image.size  # the .npy's size, a colour-bar legend in metres inside it for metric models
+    legend = np.asarray(png.convert("RGB"))[2:png.height // 2, -8:]
+    assert bool((legend == 255).all(axis=-1).any()) == spec.metric  # its white panel at the right edge

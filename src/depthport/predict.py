@@ -125,7 +125,7 @@ class Predictor:
         return depth if self.model_size else photo_size(depth, (image.height, image.width), self.letterbox)
 
     def picture(self, depth: np.ndarray) -> Image.Image:
-        """The colourised depth at its own size, with a colour bar in metres on the right for a metric model."""
+        """The colourised depth at its own size, with a colour-bar legend in metres inside it for a metric model."""
         lo, hi = depth_range(depth)
         picture = colorize(depth, lo=lo, hi=hi)
         return with_colorbar(picture, lo, hi, "depth (m)") if self.metric else picture
@@ -146,7 +146,7 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
             gpu_precision: str = "fp32", focal: float | None = None, model_size: bool = False) -> np.ndarray:
     """Depth (H, W) of one image at the image's displayed size (``photo_size``: bicubic, as transformers
     resizes it), or at the model's input size with ``model_size``; in metres for a metric model. Writes the
-    colourised depth as a PNG of the same size (with a colour bar in metres for a metric model) and, with
+    colourised depth as a PNG of the same size (with a colour-bar legend in metres inside it for a metric model) and, with
     ``out_npy``, the depth as float32 .npy.
 
     ``focal`` is the camera's focal length in pixels of the image, which models whose metres need it require

@@ -26,32 +26,35 @@ def colorize(depth: np.ndarray, cmap: str = "Spectral_r", lo: float | None = Non
 
 
 def with_colorbar(picture: Image.Image, lo: float, hi: float, label: str, cmap: str = "Spectral_r") -> Image.Image:
-    """``picture`` (colourised between ``lo`` and ``hi`` with ``cmap``) with a vertical colour bar on its right,
-    ``label`` above it and tick values (matplotlib's tick choice) beside it; the picture itself is unchanged."""
+    """``picture`` (colourised between ``lo`` and ``hi`` with ``cmap``) with a colour-bar legend drawn inside it,
+    at its right edge on a white panel: ``label`` above a vertical bar, tick values (matplotlib's tick choice)
+    beside it. The size stays the picture's, so the PNG lines up with the photo and the .npy pixel for pixel;
+    the panel hides the depth beneath it (the .npy has every value)."""
     from matplotlib import colormaps
     from matplotlib.ticker import MaxNLocator
     from PIL import ImageDraw, ImageFont
 
-    w, h = picture.size
-    size = max(10, min(h // 30, 28))
+    canvas = picture.convert("RGB")
+    w, h = canvas.size
+    size = max(8, min(h // 30, 28))
     font = ImageFont.load_default(size=size)
-    ticks = [t for t in MaxNLocator(nbins=6).tick_values(lo, hi) if lo <= t <= hi] or [lo, hi]
+    ticks = [t for t in MaxNLocator(nbins=5).tick_values(lo, hi) if lo <= t <= hi] or [lo, hi]
     texts = [f"{t:g}" for t in ticks]
-    text_w = max(int(font.getlength(t)) for t in texts + [label])
-    bar_w, pad = max(8, size), max(4, size // 2)
-    canvas = Image.new("RGB", (w + 3 * pad + bar_w + text_w, h), "white")
-    canvas.paste(picture.convert("RGB"), (0, 0))
-    top, bottom = pad + size + pad, h - pad - size // 2
+    bar_w, pad = max(6, size * 2 // 3), max(3, size // 3)
+    panel_w = pad + max(bar_w + pad + max(int(font.getlength(t)) for t in texts), int(font.getlength(label))) + pad
+    panel_h = min(h - 2 * pad, max(h * 3 // 5, 3 * size + 4 * pad))
+    x0, y0 = max(0, w - panel_w - pad), pad
+    draw = ImageDraw.Draw(canvas)
+    draw.rectangle([x0, y0, min(w, x0 + panel_w) - 1, y0 + panel_h], fill="white")
+    draw.text((x0 + pad, y0 + pad), label, fill="black", font=font)
+    top, bottom = y0 + 2 * pad + size, y0 + panel_h - pad - size // 2
     span = max(bottom - top, 1)
     values = np.linspace(hi, lo, span)[:, None]
     colours = colormaps[cmap](np.clip((values - lo) / max(hi - lo, 1e-12), 0, 1))[..., :3]
-    bar = Image.fromarray((np.repeat(colours, bar_w, axis=1) * 255).round().astype(np.uint8))
-    x0 = w + pad
-    canvas.paste(bar, (x0, top))
-    draw = ImageDraw.Draw(canvas)
-    draw.text((x0, pad), label, fill="black", font=font)
+    canvas.paste(Image.fromarray((np.repeat(colours, bar_w, axis=1) * 255).round().astype(np.uint8)),
+                 (x0 + pad, top))
     for t, text in zip(ticks, texts):
         y = top + round((hi - t) / max(hi - lo, 1e-12) * (span - 1))
-        draw.line([(x0 + bar_w, y), (x0 + bar_w + pad // 2, y)], fill="black")
-        draw.text((x0 + bar_w + pad, y), text, fill="black", font=font, anchor="lm")
+        draw.line([(x0 + pad + bar_w, y), (x0 + 2 * pad + bar_w - 1, y)], fill="black")
+        draw.text((x0 + 2 * pad + bar_w, y), text, fill="black", font=font, anchor="lm")
     return canvas
