@@ -54,7 +54,7 @@ class StageCost:
             self._peak = max(self._peak, rss_kb())
             self.rows.append({"stage": name, "s": time.perf_counter() - start, "peak_rss_mb": self._peak / 1024})
 
-    def detail(self, text: str) -> None:
+    def detail(self, text: str, done: int | None = None, total: int | None = None) -> None:
         pass
 
     def close(self) -> None:

@@ -275,6 +275,32 @@ def test_verify_step_moves_a_failing_variant_to_not_shipped(tiny, tmp_path, imag
     json.dumps(report)  # everything recorded is JSON-serialisable
 
 
+def test_verify_stage_counts_its_work_for_the_time_left(tiny, tmp_path):
+    """The stage reports units of work: the upstream outputs (FP32 and float64) per image, then each file's images,
+    counted over all files; the progress turns the count into the time left."""
+    from depthport.cli.progress import time_left
+    from depthport.verify import stage as step
+
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+
+        def detail(self, text, done=None, total=None):
+            self.calls.append((text, done, total))
+
+    ctx, report = _export_ctx(tiny, tmp_path / "out")
+    ctx.progress = Recorder()
+    step.apply(ctx, report)
+    counted = [(text, done, total) for text, done, total in ctx.progress.calls if total]
+    k = len(BUILTIN)
+    assert ("upstream reference in FP32 and float64: 12/12", 2 * k, 2 * k) in counted
+    assert [(d, t) for text, d, t in counted if "images" in text and ":" in text] == [
+        (j, 2 * k) for j in range(1, 2 * k + 1)]
+    assert "a_fp32.tflite (1/2): images 1/6" in counted[2 * k + 2][0]
+    assert time_left(20.0, 1, 4) == "about 60 s left" and time_left(60.0, 1, 4) == "about 3 min left"
+    assert time_left(5.0, 0, 4) == "" and time_left(5.0, 4, 4) == ""
+
+
 # bad input
 
 

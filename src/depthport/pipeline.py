@@ -104,7 +104,7 @@ class Quiet:
 
         return contextlib.nullcontext()
 
-    def detail(self, text: str) -> None:
+    def detail(self, text: str, done: int | None = None, total: int | None = None) -> None:
         pass
 
 

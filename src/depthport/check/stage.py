@@ -77,10 +77,12 @@ def fp16_prediction(ctx: ExportContext, accumulate: str | None = None) -> dict |
     if mode not in ctx.fp16_predictions:
         from ..core.images import image_set
 
-        ctx.detail(f"FP16-compute prediction ({mode} accumulation)")
+        what = f"FP16-compute prediction ({mode} accumulation)"
+        ctx.detail(what)
         ctx.fp16_predictions[mode] = predict_fp16(
             ctx.built.model, ctx.built.input_hw, normalize="fold_input_normalization" not in ctx.built.rewrites,
-            accumulate=mode, images=image_set(ctx.options.images)[1], unit=ctx.built.spec.units()["label"] or "")
+            accumulate=mode, images=image_set(ctx.options.images)[1], unit=ctx.built.spec.units()["label"] or "",
+            on_image=lambda done, total: ctx.detail(f"{what}: images {done}/{total}", done, total))
         if mode == "fp16" and ctx.fp16_predictions[mode]["needs_enforce_f32"]:
             # LiteRT's FP16_WITH_FP32_ACCUM: FP16 tensors, FP32 accumulation (the GPU mode between the two)
             accum = fp16_prediction(ctx, "fp32")

@@ -8,7 +8,18 @@ import contextlib
 import time
 
 
+def time_left(elapsed: float, done: int, total: int) -> str:
+    """'about 2 min left' from the time the first ``done`` of ``total`` units took; '' before the first."""
+    if not done or done >= total:
+        return ""
+    left = elapsed / done * (total - done)
+    return f"about {left / 60:.0f} min left" if left >= 90 else f"about {max(left, 1):.0f} s left"
+
+
 class StageProgress:
+    """A stage's spinner; the stage's ``detail(text, done, total)`` shows what runs, and with units of work
+    (images n/N) the time left, estimated from the units done since the count last started."""
+
     def __init__(self, console):
         self.console = console
         self._update = None
@@ -18,19 +29,30 @@ class StageProgress:
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         start = time.perf_counter()
-        columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+        columns = (SpinnerColumn(), TextColumn("{task.description}"), TextColumn("[dim]{task.fields[left]}"),
+                   TimeElapsedColumn())
+        count = {"t0": start, "done": 0}
         with Progress(*columns, console=self.console, transient=True) as bar:
-            task = bar.add_task(name)
-            self._update = lambda text: bar.update(task, description=f"{name}: {text}")
+            task = bar.add_task(name, left="")
+
+            def update(text: str, done: int | None, total: int | None) -> None:
+                now = time.perf_counter()
+                if done is None or done < count["done"] or done == 0:
+                    count["t0"] = now
+                count["done"] = done or 0
+                left = time_left(now - count["t0"], done, total) if done is not None and total else ""
+                bar.update(task, description=f"{name}: {text}", left=left)
+
+            self._update = update
             try:
                 yield
             finally:
                 self._update = None
         self.console.print(f"[green]done[/] {name} [dim]{time.perf_counter() - start:.1f} s[/]")
 
-    def detail(self, text: str) -> None:
+    def detail(self, text: str, done: int | None = None, total: int | None = None) -> None:
         if self._update is not None:
-            self._update(text)
+            self._update(text, done, total)
 
 
 @contextlib.contextmanager

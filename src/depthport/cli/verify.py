@@ -157,7 +157,7 @@ class StatusDetail:
     def __init__(self, status):
         self.status = status
 
-    def detail(self, text: str) -> None:
+    def detail(self, text: str, done: int | None = None, total: int | None = None) -> None:
         self.status.update(f"verifying {text}")
 
 

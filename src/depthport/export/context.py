@@ -82,10 +82,11 @@ class ExportContext:
             atexit.register(shutil.rmtree, self._scratch, True)
         return self._scratch
 
-    def detail(self, text: str) -> None:
-        """Show how far the running stage is (images n/N, rounds r/R) where a person is watching."""
+    def detail(self, text: str, done: int | None = None, total: int | None = None) -> None:
+        """Show how far the running stage is (images n/N, rounds r/R) where a person is watching; with ``done`` of
+        ``total`` units of work, a bar and the time left."""
         if self.progress is not None:
-            self.progress.detail(text)
+            self.progress.detail(text, done, total)
 
 
 def artifact_entry(ctx: ExportContext, path: Path, name: str, **extra) -> dict:

@@ -94,10 +94,15 @@ class References:
         return self._outputs[key]
 
 
-def run_file(runner, refs: References, name: str, normalized: bool = True) -> dict[str, np.ndarray]:
-    """Depth (H, W) of the file for every image."""
+def run_file(runner, refs: References, name: str, normalized: bool = True, on_image=None) -> dict[str, np.ndarray]:
+    """Depth (H, W) of the file for every image; ``on_image(done)`` after each."""
     check_shapes(runner, refs.input_hw, name)
-    return {img: depth_of(runner, refs.input(img, normalized), refs.input_hw, name) for img in refs.names}
+    out = {}
+    for i, img in enumerate(refs.names, 1):
+        out[img] = depth_of(runner, refs.input(img, normalized), refs.input_hw, name)
+        if on_image is not None:
+            on_image(i)
+    return out
 
 
 def compare(outputs: dict[str, np.ndarray], refs: References, which: str = "reference") -> dict:

@@ -70,11 +70,11 @@ def _space_units(refs: References, space: str | None) -> tuple[str, dict | None]
 
 
 def verify_file(path: Path, refs: References, threads: int, normalized: bool = True,
-                space: str | None = None, precision: str | None = None) -> tuple[dict, dict, dict]:
-    """(parity record, accuracy, {image: depth}) of one exported file."""
+                space: str | None = None, precision: str | None = None, on_image=None) -> tuple[dict, dict, dict]:
+    """(parity record, accuracy, {image: depth}) of one exported file; ``on_image(done)`` after each image."""
     runner = load_runner(path, threads=threads)
     check_shapes(runner, refs.input_hw, Path(path).name)
-    outputs = run_file(runner, refs, Path(path).name, normalized)
+    outputs = run_file(runner, refs, Path(path).name, normalized, on_image)
     record = parity_record(outputs, refs, refs.label, "depthport eager model, same rewrites")
     record["runtime"] = runner.runtime
     if precision == "fp16":
@@ -157,23 +157,45 @@ def record_references(report: dict, refs: References, source: str, threads: int,
     report["accuracy"] = accuracy_block(refs, random_weights, space)
 
 
+def upstream_references(ctx, refs: References) -> None:
+    """The upstream outputs (FP32, and float64 where asked) of every image, computed (or read from the cache)
+    before the files, so that the progress counts them: images n/N, with the time left."""
+    kinds = ["reference"] + (["reference64"] if refs.reference64 is not None else [])
+    total = len(kinds) * len(refs.names)
+    what = "upstream reference" + (" in FP32 and float64" if len(kinds) > 1 else "")
+    ctx.detail(what, 0, total)
+    for i, (kind, name) in enumerate(((kind, name) for name in refs.names for kind in kinds), 1):
+        refs.output(kind, name)
+        ctx.detail(f"{what}: {i}/{total}", i, total)
+
+
 def verify_artifacts(ctx, report: dict, refs: References, normalized: bool, space: str | None = None,
                      label=lambda art: art["target"]) -> None:
     """Parity and accuracy of every artifact (``ctx.out_dir / art["file"]``), into the artifact; each file's
     depth of the first image into ``ctx.figures`` under ``label(art)``; web folders in Chromium and dynamic
     files at their other shapes. A file that fails to run gets a parity error, not an exception."""
     threads, figures = ctx.options.threads, ctx.figures
-    for i, art in enumerate(report["artifacts"], 1):
-        ctx.detail(f"{Path(art['file']).name} ({i}/{len(report['artifacts'])}) on {len(refs.names)} images")
+    files = [a for a in report["artifacts"] if not a.get("web") and a.get("runnable_here") is not False]
+    if files:
+        try:
+            upstream_references(ctx, refs)
+        except (ModuleNotFoundError, RuntimeError, OSError, ValueError):
+            pass  # each file's verification below meets the same failure and records it as its parity error
+    n, k = len(files), len(refs.names)
+    for art in report["artifacts"]:
         if art.get("web"):  # a folder with a browser page: verified in Chromium below
             continue
         if art.get("runnable_here") is False:
             art["parity"] = {"not_measured": art.get("parity_note", "this file cannot run on this machine"),
                              "cause": UNAVAILABLE}
             continue
+        i = files.index(art) + 1
+        what = f"{Path(art['file']).name} ({i}/{n})"
+        ctx.detail(f"{what} on {k} images", (i - 1) * k, n * k)
         try:
-            art["parity"], art["accuracy"], outputs = verify_file(ctx.out_dir / art["file"], refs, threads,
-                                                                  normalized, space, art.get("precision"))
+            art["parity"], art["accuracy"], outputs = verify_file(
+                ctx.out_dir / art["file"], refs, threads, normalized, space, art.get("precision"),
+                on_image=lambda j: ctx.detail(f"{what}: images {j}/{k}", (i - 1) * k + j, n * k))
         except (InputError, ModuleNotFoundError, RuntimeError, OSError, ValueError) as exc:
             art["parity"] = {"error": f"verification failed: {error_text(exc)}", "cause": ERROR}
             continue
