@@ -38,7 +38,7 @@ from depthport.core.machine import describe, fp16_arithmetic, machine_info
 from depthport.core.metrics import image_metrics, summarize
 from depthport.export.executorch import FORMS, backend_form, lower_xnnpack, write_pte
 from depthport.fp16 import simulate_fp16
-from depthport.fp16.calibration import CALIBRATION, load_calibration, write_calibration
+from depthport.fp16.calibration import CALIBRATION, load_calibration, matching, write_calibration
 from depthport.fp16.ledger import fp16_ledger
 from depthport.preprocess import parse_size, to_tensor
 from depthport.quiet import native_stderr_muted
@@ -169,14 +169,14 @@ def main() -> None:
         table.add_row(label, f"{f['rel_l2_pooled']:.3e}", " ".join(f"{v:.2e}" for v in f["per_image_rel_l2"]),
                       f"{f['pearson_worst']:.6f}", f"{f['delta125_worst']:.4f}", str(f["finite"]), f.get("overflow", "-"))
     console.print(table)
-    for cal in load_calibration():
-        if cal["model"] == args.model and tuple(cal["size"]) == hw and not (args.fp16_safe or args.split_k):
-            pred = rows["predicted: XNNPACK f16 kernels"]
-            ratio = max(pred["per_image_rel_l2"]) / cal["worst"]["rel_l2"]
-            console.print(f"calibration ({cal['cpu']}, {cal['versions']}): measured worst rel L2 "
-                          f"{cal['worst']['rel_l2']:.3g}, delta {cal['worst']['delta125']:.4g}; predicted worst "
-                          f"{max(pred['per_image_rel_l2']):.3g}, delta {pred['delta125_worst']:.4g}: "
-                          f"ratio {ratio:.2f} (within 1.5x: {1 / 1.5 <= ratio <= 1.5})")
+    cal = matching(args.model, hw, built.weights.source)
+    if cal is not None and not (args.fp16_safe or args.split_k):
+        pred = rows["predicted: XNNPACK f16 kernels"]
+        ratio = max(pred["per_image_rel_l2"]) / cal["worst"]["rel_l2"]
+        console.print(f"calibration ({cal['cpu']}, {cal['versions']}): measured worst rel L2 "
+                      f"{cal['worst']['rel_l2']:.3g}, delta {cal['worst']['delta125']:.4g}; predicted worst "
+                      f"{max(pred['per_image_rel_l2']):.3g}, delta {pred['delta125_worst']:.4g}: "
+                      f"ratio {ratio:.2f} (within 1.5x: {1 / 1.5 <= ratio <= 1.5})")
     if args.record:
         record(console, args, built, rows[f"xnnpack-fp16 .pte measured ({found['mode']})"], found)
     if args.ledger:

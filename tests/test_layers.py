@@ -38,21 +38,18 @@ def _unit(parts: list[str]) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def _is_unit(package: Path, name: str) -> bool:
-    return (package / f"{name}.py").exists() or (package / name / "__init__.py").exists()
+def module_imports(package: Path = PACKAGE):
+    """(importer module, imported module, 'file:line') for every import statement between depthport's own files,
+    nested ones included; ``from pkg import name`` counts as an import of ``pkg.name`` where that is a module."""
 
+    def is_module(name: str) -> bool:
+        rel = Path(*name.split(".")[1:])
+        return (package / rel).with_suffix(".py").exists() or (package / rel / "__init__.py").exists()
 
-def import_edges(package: Path = PACKAGE) -> dict[tuple[str, str], list[str]]:
-    """{(importer unit, imported unit): ['file:line', ...]} from every import statement, nested ones included."""
-    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
     for path in sorted(package.rglob("*.py")):
         parts = ["depthport", *path.relative_to(package).with_suffix("").parts]
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-            here = parts
-        else:
-            here = parts[:-1]
-        src = _unit(parts)
+        here = parts[:-1]  # the package a relative import starts from (an __init__'s own)
+        src = ".".join(here if parts[-1] == "__init__" else parts)
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             targets: list[str] = []
             if isinstance(node, ast.Import):
@@ -60,12 +57,20 @@ def import_edges(package: Path = PACKAGE) -> dict[tuple[str, str], list[str]]:
             elif isinstance(node, ast.ImportFrom):
                 base = here[: len(here) - node.level + 1] if node.level else []
                 module = ".".join(base + ([node.module] if node.module else []))
-                targets = ([f"{module}.{a.name}" if _is_unit(package, a.name) else module for a in node.names]
-                           if module == "depthport" else [module])
+                targets = [f"{module}.{a.name}" if is_module(f"{module}.{a.name}") else module for a in node.names]
             for target in targets:
-                tparts = target.split(".")
-                if tparts[0] == "depthport" and (dst := _unit(tparts)) != src:
-                    edges[(src, dst)].append(f"{path.relative_to(package)}:{node.lineno}")
+                if target.split(".")[0] == "depthport" and target != src:
+                    yield src, target, f"{path.relative_to(package)}:{node.lineno}"
+
+
+def import_edges(package: Path = PACKAGE) -> dict[tuple[str, str], list[str]]:
+    """{(importer unit, imported unit): ['file:line', ...]}: ``module_imports`` between units (a top-level
+    package or module of depthport)."""
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for src, target, where in module_imports(package):
+        a, b = _unit(src.split(".")), _unit(target.split("."))
+        if a != b and where not in edges[(a, b)]:
+            edges[(a, b)].append(where)
     return edges
 
 
@@ -119,29 +124,11 @@ def test_no_import_loop_between_units():
 
 
 def module_edges(package: Path = PACKAGE) -> dict[tuple[str, str], list[str]]:
-    """{(importer module, imported module): ['file:line', ...]} between depthport's own files, nested imports
-    included; ``from pkg import name`` counts as an import of ``pkg.name`` where that is a module."""
+    """{(importer module, imported module): ['file:line', ...]} from ``module_imports``."""
     edges: dict[tuple[str, str], list[str]] = defaultdict(list)
-
-    def is_module(name: str) -> bool:
-        rel = Path(*name.split(".")[1:])
-        return (package / rel).with_suffix(".py").exists() or (package / rel / "__init__.py").exists()
-
-    for path in sorted(package.rglob("*.py")):
-        parts = ["depthport", *path.relative_to(package).with_suffix("").parts]
-        here = parts[:-1] if parts[-1] != "__init__" else parts[:-1]
-        src = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = here[: len(here) - node.level + 1] if node.level else []
-                module = ".".join(base + ([node.module] if node.module else []))
-                targets = [f"{module}.{a.name}" if is_module(f"{module}.{a.name}") else module for a in node.names]
-            for target in targets:
-                if target.split(".")[0] == "depthport" and target != src:
-                    edges[(src, target)].append(f"{path.relative_to(package)}:{node.lineno}")
+    for src, target, where in module_imports(package):
+        if where not in edges[(src, target)]:
+            edges[(src, target)].append(where)
     return edges
 
 

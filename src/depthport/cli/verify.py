@@ -138,7 +138,7 @@ def run(args) -> int:
         ctx = ExportContext(built, Path("."), spec.id.replace("-", "_"), options=options,
                             progress=StatusDetail(status))
         ctx.figures = figures_entry(refs, refs.names[0])
-        verify_artifacts(ctx, report, refs, normalized, label=lambda art: Path(art["file"]).name)
+        verify_artifacts(ctx, report, refs, normalized, thresholds, label=lambda art: Path(art["file"]).name)
         report["verify"]["reference_cache"] = cache_summary(refs)
         gates.apply_gates(report, None, thresholds)
         figures = ctx.figures

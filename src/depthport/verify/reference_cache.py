@@ -34,18 +34,14 @@ def default_folder() -> Path:
 
 def weights_digest(state: dict) -> str:
     """SHA-256 over every tensor's name, dtype, shape and bytes, in name order."""
+    import torch
+
     h = hashlib.sha256()
     for name in sorted(state):
         t = state[name].detach().contiguous().cpu()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.view(-1).view(dtype=_byte_dtype()).numpy().tobytes() if t.numel() else b"")
+        h.update(t.view(-1).view(dtype=torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
-
-
-def _byte_dtype():
-    import torch
-
-    return torch.uint8
 
 
 class ReferenceCache:

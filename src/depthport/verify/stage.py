@@ -138,7 +138,7 @@ def apply(ctx, report: dict) -> None:
         return
     record_references(report, refs, source, threads, built.weights.random, space)
     ctx.figures = figures_entry(refs, refs.names[0])
-    verify_artifacts(ctx, report, refs, normalized, space)
+    verify_artifacts(ctx, report, refs, normalized, thresholds, space)
     report["verify"]["reference_cache"] = cache_summary(refs)
     gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)
 
@@ -169,8 +169,8 @@ def upstream_references(ctx, refs: References) -> None:
         ctx.detail(f"{what}: {i}/{total}", i, total)
 
 
-def verify_artifacts(ctx, report: dict, refs: References, normalized: bool, space: str | None = None,
-                     label=lambda art: art["target"]) -> None:
+def verify_artifacts(ctx, report: dict, refs: References, normalized: bool, thresholds: dict,
+                     space: str | None = None, label=lambda art: art["target"]) -> None:
     """Parity and accuracy of every artifact (``ctx.out_dir / art["file"]``), into the artifact; each file's
     depth of the first image into ``ctx.figures`` under ``label(art)``; web folders in Chromium and dynamic
     files at their other shapes. A file that fails to run gets a parity error, not an exception."""
@@ -181,7 +181,7 @@ def verify_artifacts(ctx, report: dict, refs: References, normalized: bool, spac
             upstream_references(ctx, refs)
         except (ModuleNotFoundError, RuntimeError, OSError, ValueError):
             pass  # each file's verification below meets the same failure and records it as its parity error
-    n, k = len(files), len(refs.names)
+    n, k, i = len(files), len(refs.names), 0
     for art in report["artifacts"]:
         if art.get("web"):  # a folder with a browser page: verified in Chromium below
             continue
@@ -189,7 +189,7 @@ def verify_artifacts(ctx, report: dict, refs: References, normalized: bool, spac
             art["parity"] = {"not_measured": art.get("parity_note", "this file cannot run on this machine"),
                              "cause": UNAVAILABLE}
             continue
-        i = files.index(art) + 1
+        i += 1
         what = f"{Path(art['file']).name} ({i}/{n})"
         ctx.detail(f"{what} on {k} images", (i - 1) * k, n * k)
         try:
@@ -201,4 +201,4 @@ def verify_artifacts(ctx, report: dict, refs: References, normalized: bool, spac
             continue
         figures["variants"][label(art)] = np.asarray(outputs[refs.names[0]])
     web_folder.apply(ctx, report, refs, figures)
-    shapes.apply(ctx, report, refs, gates.thresholds(ctx.options.gates, ctx.built.spec.metric))
+    shapes.apply(ctx, report, refs, thresholds)
