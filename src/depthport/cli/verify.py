@@ -108,7 +108,8 @@ def run(args) -> int:
         normalized = "fold_input_normalization" not in rewrites
         status.update(f"building {spec.id} at {input_hw[0]}x{input_hw[1]}")
         built = build(spec, input_hw, weights, rewrites=rewrites, pos_formula=info.get("pos_embed_formula"))
-        precisions = {args.precision or artifact_info(sibling_report(p), p).get("precision") for p in paths}
+        known = {p: artifact_info(sibling_report(p), p) for p in paths}  # each file's entry in its export's report
+        precisions = {args.precision or known[p].get("precision") for p in paths}
         try:
             refs = make_references(spec, built.weights, input_hw, None if args.no_eager else built.model, normalized,
                                    images, threads, fp64="fp32" in precisions and not args.no_fp64,
@@ -123,12 +124,11 @@ def run(args) -> int:
         record_references(report, refs, source, threads, built.weights.random)
         unit = gates.unit_label(spec.units())
         for path in paths:
-            known = artifact_info(sibling_report(path), path)
-            precision = args.precision or known.get("precision")
-            art = {"file": str(path), "target": known.get("target", path.suffix.lstrip(".")),
+            precision = args.precision or known[path].get("precision")
+            art = {"file": str(path), "target": known[path].get("target", path.suffix.lstrip(".")),
                    "precision": precision, "bytes": path.stat().st_size, "input_shape": [1, 3, *input_hw]}
-            if "gpu_check" in known:
-                art["gpu_check"] = known["gpu_check"]
+            if "gpu_check" in known[path]:
+                art["gpu_check"] = known[path]["gpu_check"]
             if path.suffix == ".pte" and precision == "fp16":
                 status.update(f"predicting XNNPACK's FP16 arithmetic for {path.name}")
                 art["fp16_arithmetic"] = fp16_arithmetic_entry(lambda: predict_fp16(
