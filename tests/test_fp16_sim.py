@@ -135,6 +135,11 @@ def test_xnnpack_conv_and_matmul_match_their_fp32_results_to_fp16_precision():
     assert got.shape == ref.shape and 0 < rel(got, ref) < 5e-3
     dw = torch.randn(6, 1, 3, 3, generator=g)
     assert 0 < rel(conv2d_fma(x, dw, None, 1, 1, 1, 6), torch.nn.functional.conv2d(x, dw, None, 1, 1, 1, 6)) < 5e-3
+    gw = torch.randn(8, 3, 3, 3, generator=g)  # grouped (2 groups of 3 channels): one IGEMM per group
+    grouped = conv2d_fma(x, gw, None, 1, 1, 1, 2)
+    per_group = torch.cat([conv2d_fma(x[:, :3], gw[:4], None, 1, 1), conv2d_fma(x[:, 3:], gw[4:], None, 1, 1)], 1)
+    assert torch.equal(grouped, per_group)
+    assert 0 < rel(grouped, torch.nn.functional.conv2d(x, gw, None, 1, 1, 1, 2)) < 5e-3
     a, c = torch.randn(3, 7, 40, generator=g), torch.randn(3, 40, 9, generator=g)
     assert 0 < rel(matmul_fma(a, c), a @ c) < 5e-3
     s = torch.randn(2, 3, 77, generator=g) * 3

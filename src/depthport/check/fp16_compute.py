@@ -19,11 +19,13 @@ METRIC_TOLERANCE_M = 0.05
 
 
 def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: bool = True,
-                 accumulate: str = "fp16", images: list | None = None, unit: str = "", on_image=None) -> dict:
+                 accumulate: str = "fp16", images: list | None = None, unit: str = "", on_image=None,
+                 target: str = "xnnpack-fp16") -> dict:
     """FP16-compute prediction over ``images`` ([(name, PIL image)], default the built-in chelsea); when it
     says FP32 must be enforced, also the prediction with the ``fp16_safe_norm`` rewrite applied ("xnnpack":
     of the ``xnnpack-fp16`` target's form, ``xnnpack_fp16_form``, which pre-scales its norms). With a ``unit``
-    (a metric output: "m", or "m at focal 300 px"), FP16 is also judged by its mean error in that unit.
+    (a metric output: "m", or "m at focal 300 px"), FP16 is also judged by its mean error in that unit. ``target``
+    names the fp16 .pte target whose form "xnnpack" simulates.
     ``on_image(done, total)`` follows the images (``simulate_fp16``'s ``on_input``)."""
     import skimage.data
     from PIL import Image
@@ -33,7 +35,7 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
     images = images or [("chelsea", Image.fromarray(skimage.data.chelsea()))]
     x = [torch.from_numpy(to_tensor(img, input_hw, normalize=normalize)) for _, img in images]
     if accumulate == "xnnpack":  # XNNPACK's kernels run the xnnpack-fp16 file's form
-        model = xnnpack_fp16_form(model)
+        model = xnnpack_fp16_form(model, target=target)
     entry = simulate_fp16(model, x, accumulate=accumulate, on_input=on_image).as_entry()
     entry["images"] = [name for name, _ in images]
     if unit:
@@ -52,12 +54,14 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
     return entry
 
 
-def xnnpack_fp16_form(model: torch.nn.Module, split_k: int | None = None) -> torch.nn.Module:
-    """The model in the form the ``xnnpack-fp16`` target lowers (pre-scaled norms, sigmoid GELU, short reductions),
-    in FP32: what the XNNPACK prediction simulates. ``split_k`` overrides the target's chunk."""
+def xnnpack_fp16_form(model: torch.nn.Module, split_k: int | None = None,
+                      target: str = "xnnpack-fp16") -> torch.nn.Module:
+    """The model in the form the fp16 .pte ``target`` lowers (pre-scaled norms, sigmoid GELU; for
+    ``xnnpack-fp16-split`` short reductions), in FP32: what the XNNPACK prediction simulates. ``split_k`` overrides
+    the target's chunk (0: none)."""
     from ..export.executorch import FORMS, backend_form
 
-    form = {**FORMS["xnnpack-fp16"], "fp16_io": False}
+    form = {**FORMS[target], "fp16_io": False}
     if split_k is not None:
         form["split_k"] = split_k
     return backend_form(model, **form)[0]

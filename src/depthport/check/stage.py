@@ -11,14 +11,13 @@ from ..core.schema import Verdict, set_check
 from ..export.context import ExportContext
 from ..export.litert_variants import VARIANTS, Variant
 from ..export.small import small_export
-from ..export.targets import GPU_TARGETS
+from ..export.targets import FP16_PTE_TARGETS, GPU_TARGETS
 from .delegation import delegation_verdict
 from .fp16_compute import SUMMARY_KEYS, fp16_arithmetic_entry, fp16_verdict, predict_fp16
 from .gpu_runtime import empty_runtime
 from .verdict import NOT_REQUESTED, check_tflite, gpu_decision, runtime_verdict
 
 BACKENDS = {"xnnpack": "XNNPACK", "coreml": "Core ML"}
-FP16_PTE_TARGET = "xnnpack-fp16"
 
 
 def apply(ctx: ExportContext, report: dict) -> None:
@@ -27,8 +26,8 @@ def apply(ctx: ExportContext, report: dict) -> None:
         ctx.detail(f"GPU check {i}/{len(tflites)}: {art['file']}")
         check_litert(ctx, art, ctx.out_dir / art["file"])
     for art in report["artifacts"]:
-        if art["target"] == FP16_PTE_TARGET:
-            art["fp16_arithmetic"] = fp16_arithmetic_entry(lambda: fp16_prediction(ctx, "xnnpack"))
+        if art["target"] in FP16_PTE_TARGETS:
+            art["fp16_arithmetic"] = fp16_arithmetic_entry(lambda: fp16_prediction(ctx, "xnnpack", art["target"]))
         if art.get("delegation"):
             verdict = delegation_verdict(art["delegation"], BACKENDS.get(art.get("backend"), art.get("backend")))
             set_check(art, "delegation", verdict, required=True)
@@ -68,23 +67,26 @@ def gpu_runtime(ctx: ExportContext, path: Path, variant: Variant | None) -> dict
     return check_tflite(path, run_gpu=True, numeric_file=numeric, rel_l2_tol=tol)["runtime"]
 
 
-def fp16_prediction(ctx: ExportContext, accumulate: str | None = None) -> dict | None:
+def fp16_prediction(ctx: ExportContext, accumulate: str | None = None,
+                    target: str = "xnnpack-fp16") -> dict | None:
     """The FP16-compute prediction of this export's model over the verification images, computed once per
-    accumulation mode (default: the GPU's, ``fp16_accumulate``)."""
+    accumulation mode (default: the GPU's, ``fp16_accumulate``); "xnnpack" simulates the fp16 .pte ``target``'s
+    form, once per target."""
     if not ctx.options.fp16_sim:
         return None
     mode = accumulate or ctx.options.fp16_accumulate
-    if mode not in ctx.fp16_predictions:
+    key = f"{mode}:{target}" if mode == "xnnpack" and target != "xnnpack-fp16" else mode
+    if key not in ctx.fp16_predictions:
         from ..core.images import image_set
 
         what = f"FP16-compute prediction ({mode} accumulation)"
         ctx.detail(what)
-        ctx.fp16_predictions[mode] = predict_fp16(
+        ctx.fp16_predictions[key] = predict_fp16(
             ctx.built.model, ctx.built.input_hw, normalize="fold_input_normalization" not in ctx.built.rewrites,
             accumulate=mode, images=image_set(ctx.options.images)[1], unit=ctx.built.spec.units()["label"] or "",
-            on_image=lambda done, total: ctx.detail(f"{what}: images {done}/{total}", done, total))
+            on_image=lambda done, total: ctx.detail(f"{what}: images {done}/{total}", done, total), target=target)
         if mode == "fp16" and ctx.fp16_predictions[mode]["needs_enforce_f32"]:
             # LiteRT's FP16_WITH_FP32_ACCUM: FP16 tensors, FP32 accumulation (the GPU mode between the two)
             accum = fp16_prediction(ctx, "fp32")
             ctx.fp16_predictions[mode]["fp16_with_fp32_accum"] = {k: accum[k] for k in (*SUMMARY_KEYS, "figures")}
-    return ctx.fp16_predictions[mode]
+    return ctx.fp16_predictions[key]

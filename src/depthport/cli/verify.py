@@ -71,6 +71,7 @@ def run(args) -> int:
     from ..core.provenance import command_line, machine, versions
     from ..core.schema import PASS, dumps
     from ..export.context import ExportContext, StageOptions
+    from ..export.targets import FP16_PTE_TARGETS
     from ..preprocess import parse_size
     from ..quiet import native_stderr_muted
     from ..registry import get_spec
@@ -132,7 +133,8 @@ def run(args) -> int:
             if path.suffix == ".pte" and precision == "fp16":
                 status.update(f"predicting XNNPACK's FP16 arithmetic for {path.name}")
                 art["fp16_arithmetic"] = fp16_arithmetic_entry(lambda: predict_fp16(
-                    built.model, input_hw, normalize=normalized, accumulate="xnnpack", images=images, unit=unit))
+                    built.model, input_hw, normalize=normalized, accumulate="xnnpack", images=images, unit=unit,
+                    target=art["target"] if art["target"] in FP16_PTE_TARGETS else "xnnpack-fp16"))
             report["artifacts"].append(art)
         options = StageOptions(images=args.images, threads=threads, gates=args.gate, no_fp64=args.no_fp64)
         ctx = ExportContext(built, Path("."), spec.id.replace("-", "_"), options=options,

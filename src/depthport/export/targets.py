@@ -15,18 +15,21 @@ TARGETS: dict[str, Callable[[ExportContext], dict]] = {
     **{name: partial(litert_variants.export_variant, variant=v) for name, v in litert_variants.VARIANTS.items()},
     "xnnpack-fp32": executorch.xnnpack_fp32,
     "xnnpack-fp16": executorch.xnnpack_fp16,
+    "xnnpack-fp16-split": executorch.xnnpack_fp16_split,
     "xnnpack-int8": executorch.xnnpack_int8,
     "coreml": executorch.coreml,
     "onnx": onnx.onnx_target,
     "onnx-dynamic": onnx.onnx_dynamic_target,
     **{name: partial(web.web_target, name=name) for name in web.WEB_TARGETS},
 }
+# fp16 .pte targets: verified for devices that compute in FP16 (check.fp16_compute.fp16_arithmetic_entry).
+FP16_PTE_TARGETS = ("xnnpack-fp16", "xnnpack-fp16-split")
 # Targets whose file is meant for the mobile GPU: their GPU verdict decides whether they ship.
 GPU_TARGETS = ("litert-fp32", "litert-fp16")
 # Targets that write a folder with a browser page: verified in headless Chromium (verify.browser).
 WEB_TARGETS = tuple(web.WEB_TARGETS)
 
-__all__ = ["GPU_TARGETS", "TARGETS", "WEB_TARGETS", "ExportContext", "artifact_entry", "load_all"]
+__all__ = ["FP16_PTE_TARGETS", "GPU_TARGETS", "TARGETS", "WEB_TARGETS", "ExportContext", "artifact_entry", "load_all"]
 
 
 def load_all() -> dict[str, Callable[[ExportContext], dict]]:

@@ -86,8 +86,12 @@ def _pair(v) -> tuple[int, int]:
 def conv2d_fma(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     """Convolution as XNNPACK's IGEMM (groups=1) or depthwise kernel: one FP16 FMA per tap and input channel."""
     cout, cin_g, kh, kw = w.shape
-    if isinstance(padding, str) or groups not in (1, x.shape[1]) or (groups != 1 and cin_g != 1):
+    if isinstance(padding, str):
         return F.conv2d(x, w, b, stride, padding, dilation, groups)
+    if groups != 1 and cin_g != 1:  # grouped: one IGEMM per group of input channels
+        xs, ws = x.chunk(groups, dim=1), w.chunk(groups, dim=0)
+        bs = b.chunk(groups) if b is not None else [None] * groups
+        return torch.cat([conv2d_fma(xg, wg, bg, stride, padding, dilation) for xg, wg, bg in zip(xs, ws, bs)], 1)
     (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
     xp = F.pad(_half(x), (pw, pw, ph, ph))
     ho = (xp.shape[2] - dh * (kh - 1) - 1) // sh + 1

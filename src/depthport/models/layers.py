@@ -18,23 +18,40 @@ class LayerScale(nn.Module):
         return x * self.gamma
 
 
-# Short FP16 reductions (export.split_k): a dot product cut into chunks whose results are added pairwise.
-def tree_sum(parts: list[torch.Tensor]) -> torch.Tensor:
-    """Pairwise sum: log2(len) roundings on any path instead of len - 1."""
-    while len(parts) > 1:
-        parts = [parts[i] + parts[i + 1] if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
-    return parts[0]
+# Short FP16 reductions (export.split_k): a dot product cut into G chunks whose partial results are summed by a
+# mean, which XNNPACK accumulates in float32 (its f16 GEMMs accumulate in FP16, one rounding per product).
+def group_sum(parts: torch.Tensor) -> torch.Tensor:
+    """(G, *rest) -> the sum over G, as G times the mean of a rank-4 (1, X, G, 1) tensor over its last two axes:
+    the only mean XNNPACK's partitioner takes, which its f16 kernels accumulate in float32 and round once."""
+    g, rest = parts.shape[0], parts.shape[1:]
+    flat = parts.reshape(1, g, 1, -1).permute(0, 3, 1, 2)  # (1, X, G, 1), already in XNNPACK's NHWC order
+    return flat.mean(dim=(2, 3), keepdim=True).reshape(rest) * torch.tensor(float(g), dtype=parts.dtype)
+
+
+def chunking(n: int, chunk: int) -> tuple[int, int, int]:
+    """(groups, size, padding): n cut into ``groups`` equal chunks of ``size`` <= ``chunk``, zero-padded by
+    ``padding`` to groups * size."""
+    groups = -(-n // chunk)
+    size = -(-n // groups)
+    return groups, size, groups * size - n
+
+
+def matmul_split(a: torch.Tensor, b: torch.Tensor, chunk: int | None) -> torch.Tensor:
+    """a @ b for rank-3 a (B, M, K) and b (B, K, N), with K cut into chunks of at most ``chunk``: one batched
+    matmul over (G * B) short products, their partial results added by ``group_sum``."""
+    if not chunk or a.shape[-1] <= chunk:
+        return a @ b
+    (bsz, m, k), n = a.shape, b.shape[-1]
+    g, c, pad = chunking(k, chunk)
+    if pad:
+        a, b = F.pad(a, (0, pad)), F.pad(b, (0, 0, 0, pad))
+    a = a.reshape(bsz, m, g, c).permute(2, 0, 1, 3).reshape(g * bsz, m, c)
+    b = b.reshape(bsz, g, c, n).transpose(0, 1).reshape(g * bsz, c, n)
+    return group_sum(torch.bmm(a, b).reshape(g, bsz, m, n))
 
 
 def slices(n: int, step: int) -> list[slice]:
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
-
-
-def matmul_split(a: torch.Tensor, b: torch.Tensor, chunk: int | None) -> torch.Tensor:
-    """a @ b with the reduction (a's last axis) cut into chunks of ``chunk``, the results tree-summed."""
-    if not chunk or a.shape[-1] <= chunk:
-        return a @ b
-    return tree_sum([a[..., s] @ b[..., s, :] for s in slices(a.shape[-1], chunk)])
 
 
 # Guarded logits below max - GUARD_FLOOR * guard (-32768 for guard 256) are raised to it: exp of either is 0 in FP32.
@@ -89,7 +106,7 @@ class Attention(nn.Module):
     # logits restored in softmax; clamped where the backend has no max reduction (export.executorch.backend_form).
     guarded = False
     logit_mode = "shift"
-    split_k: int | None = None  # set by export.split_k: both matmuls' reductions in chunks, tree-summed
+    split_k: int | None = None  # set by export.split_k: both matmuls' reductions in chunks (see matmul_split)
 
     def _heads(self, t: torch.Tensor) -> torch.Tensor:
         return t.reshape(t.shape[0], self.heads, self.head_dim).transpose(0, 1)
