@@ -14,8 +14,8 @@ against the upstream model in FP32:
   package's ``calibration.json`` (replacing the entry for the same model, shape and weights), so that machines
   without FP16 arithmetic check the prediction against it (tests/test_executorch.py for the tiny configs).
 
-    python benchmarks/fp16_floor.py [--model da2-small] [--size 518x686] [--fp16-safe] [--split-k 16] [--ledger]
-                                    [--no-pte] [--record]
+    python benchmarks/fp16_floor.py [--model da2-small] [--size 518x686] [--target xnnpack-fp16-split]
+                                    [--fp16-safe] [--split-k 16] [--ledger] [--no-pte] [--record]
 """
 
 from __future__ import annotations
@@ -104,17 +104,20 @@ def main() -> None:
     ap.add_argument("--size", default="518x686")
     ap.add_argument("--weights", default="random")
     ap.add_argument("--fp16-safe", action="store_true", help="build with both FP16 guards (--fp16-safe)")
-    ap.add_argument("--split-k", type=int, help="the xnnpack-fp16 form with reductions in chunks of N (export.split_k)")
+    ap.add_argument("--target", default="xnnpack-fp16", choices=sorted(FORMS.keys() - {"fp32", "coreml"}),
+                    help="the fp16 .pte target whose file is measured and whose form is predicted")
+    ap.add_argument("--split-k", type=int, help="the target's form with reductions in chunks of N (export.split_k)")
     ap.add_argument("--ledger", action="store_true")
     ap.add_argument("--no-pte", action="store_true", help="skip the measured .pte")
     ap.add_argument("--time", type=int, metavar="ROUNDS",
-                    help="with --split-k: time the split and the unsplit .pte, interleaved, ROUNDS rounds")
+                    help="with a split form: time it and xnnpack-fp16, interleaved, ROUNDS rounds")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--record", action="store_true",
                     help="write the measured row into depthport/fp16/calibration.json (FP16-arithmetic CPUs only)")
     args = ap.parse_args()
-    if args.record and (args.no_pte or args.fp16_safe or args.split_k):
-        ap.error("--record keeps the plain xnnpack-fp16 file's measurement: drop --no-pte, --fp16-safe, --split-k")
+    if args.record and (args.no_pte or args.fp16_safe or args.split_k or args.target != "xnnpack-fp16"):
+        ap.error("--record keeps the plain xnnpack-fp16 file's measurement: drop --no-pte, --fp16-safe, --split-k, "
+                 "--target")
     torch.set_num_threads(args.threads)
     console = Console(width=200)
     hw = parse_size(args.size)
@@ -138,24 +141,25 @@ def main() -> None:
     rows = {floor: figures(halves, refs)}
     if not args.no_pte:
         with native_stderr_muted():
-            module, _ = backend_form(built.model, **{**FORMS["xnnpack-fp16"], "split_k": args.split_k})
+            options = FORMS[args.target] if args.split_k is None else {**FORMS[args.target], "split_k": args.split_k}
+            module, _ = backend_form(built.model, **options)
             manager, _ = lower_xnnpack(module, torch.zeros(1, 3, *hw))
             path = write_pte(manager, Path(tempfile.mkdtemp()) / "xnnpack_fp16.pte")
             runner = load_runner(path, threads=args.threads)
             measured = [depth(runner.run(x.numpy())) for x in xs]
-        rows[f"xnnpack-fp16 .pte measured ({found['mode']})"] = figures(measured, refs)
-        if args.time and args.split_k:
+        rows[f"{args.target} .pte measured ({found['mode']})"] = figures(measured, refs)
+        if args.time and options.get("split_k"):
             from depthport.bench import Entry, time_interleaved
 
             with native_stderr_muted():
-                plain, _ = backend_form(built.model, **{**FORMS["xnnpack-fp16"], "split_k": 0})
+                plain, _ = backend_form(built.model, **FORMS["xnnpack-fp16"])
                 plain_path = write_pte(lower_xnnpack(plain, torch.zeros(1, 3, *hw))[0], path.with_name("plain.pte"))
                 entries = [Entry(label, load_runner(f, threads=args.threads), xs[0].numpy())
-                           for label, f in (("unsplit", plain_path), (f"split {args.split_k}", path))]
+                           for label, f in (("xnnpack-fp16", plain_path), (args.target, path))]
                 timed = time_interleaved(entries, args.time)
             console.print("latency on this CPU (" + found["mode"] + "), median ms over interleaved rounds: " + ", ".join(
                 f"{r['label']} {r['median']:.1f} (x{r['ratio']['paired']:.3f} paired)" for r in timed))
-    form = xnnpack_fp16_form(built.model, args.split_k)
+    form = xnnpack_fp16_form(built.model, args.split_k, target=args.target)
     for mode, label in (("xnnpack", "predicted: XNNPACK f16 kernels"), ("fp16", "predicted: GPU default FP16"),
                         ("fp32", "predicted: FP16 tensors, FP32 accumulation")):
         with console.status(label):
@@ -170,7 +174,7 @@ def main() -> None:
                       f"{f['pearson_worst']:.6f}", f"{f['delta125_worst']:.4f}", str(f["finite"]), f.get("overflow", "-"))
     console.print(table)
     cal = matching(args.model, hw, built.weights.source)
-    if cal is not None and not (args.fp16_safe or args.split_k):
+    if cal is not None and not (args.fp16_safe or args.split_k or args.target != "xnnpack-fp16"):
         pred = rows["predicted: XNNPACK f16 kernels"]
         ratio = max(pred["per_image_rel_l2"]) / cal["worst"]["rel_l2"]
         console.print(f"calibration ({cal['cpu']}, {cal['versions']}): measured worst rel L2 "
@@ -178,7 +182,7 @@ def main() -> None:
                       f"{max(pred['per_image_rel_l2']):.3g}, delta {pred['delta125_worst']:.4g}: "
                       f"ratio {ratio:.2f} (within 1.5x: {1 / 1.5 <= ratio <= 1.5})")
     if args.record:
-        record(console, args, built, rows[f"xnnpack-fp16 .pte measured ({found['mode']})"], found)
+        record(console, args, built, rows[f"{args.target} .pte measured ({found['mode']})"], found)
     if args.ledger:
         ledger = fp16_ledger(form, xs, progress=lambda m: console.print(m))
         lt = Table(title=f"FP16 error ledger (XNNPACK prediction, baseline rel L2 {ledger['baseline']['rel_l2']:.3e})")

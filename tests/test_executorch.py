@@ -300,3 +300,16 @@ def test_split_parts_are_exact_and_lower_to_one_xnnpack_subgraph(tmp_path):
     assert report["subgraphs"] == 1 and set(report["portable_ops"]) <= FP16_CASTS
     out = load_runner(write_pte(manager, tmp_path / "parts.pte"), threads=1).run(x.numpy())
     assert out.shape == expected.shape and rel_l2(out, expected) < 1e-2
+
+
+def test_check_stage_predicts_each_fp16_pte_target_in_its_own_form(built, tmp_path):
+    """The check stage's XNNPACK prediction simulates the form each fp16 .pte target lowers: once per target, and
+    the split form predicts the smaller error."""
+    from depthport.check.stage import fp16_prediction
+
+    ctx = ExportContext(built, tmp_path, "da2_tiny")
+    plain = fp16_prediction(ctx, "xnnpack", "xnnpack-fp16")
+    split = fp16_prediction(ctx, "xnnpack", "xnnpack-fp16-split")
+    assert plain is not split and fp16_prediction(ctx, "xnnpack", "xnnpack-fp16-split") is split
+    assert plain["accumulate"] == split["accumulate"] == "xnnpack"
+    assert 0 < split["rel_l2"] < plain["rel_l2"]
