@@ -37,6 +37,7 @@ from depthport.core.images import builtin_image
 from depthport.core.machine import describe, fp16_arithmetic, machine_info
 from depthport.core.metrics import image_metrics, summarize
 from depthport.export.executorch import FORMS, backend_form, lower_xnnpack, write_pte
+from depthport.export.targets import FP16_PTE_TARGETS
 from depthport.fp16 import simulate_fp16
 from depthport.fp16.calibration import CALIBRATION, load_calibration, matching, write_calibration
 from depthport.fp16.ledger import fp16_ledger
@@ -104,7 +105,7 @@ def main() -> None:
     ap.add_argument("--size", default="518x686")
     ap.add_argument("--weights", default="random")
     ap.add_argument("--fp16-safe", action="store_true", help="build with both FP16 guards (--fp16-safe)")
-    ap.add_argument("--target", default="xnnpack-fp16", choices=sorted(FORMS.keys() - {"fp32", "coreml"}),
+    ap.add_argument("--target", default="xnnpack-fp16", choices=FP16_PTE_TARGETS,
                     help="the fp16 .pte target whose file is measured and whose form is predicted")
     ap.add_argument("--split-k", type=int, help="the target's form with reductions in chunks of N (export.split_k)")
     ap.add_argument("--ledger", action="store_true")

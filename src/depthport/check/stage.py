@@ -75,7 +75,7 @@ def fp16_prediction(ctx: ExportContext, accumulate: str | None = None,
     if not ctx.options.fp16_sim:
         return None
     mode = accumulate or ctx.options.fp16_accumulate
-    key = f"{mode}:{target}" if mode == "xnnpack" and target != "xnnpack-fp16" else mode
+    key = f"{mode}:{target}" if mode == "xnnpack" else mode
     if key not in ctx.fp16_predictions:
         from ..core.images import image_set
 

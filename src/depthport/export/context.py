@@ -58,7 +58,8 @@ class ExportContext:
     files: dict[str, Path] = field(default_factory=dict)
     fp32_source: Path | None = None  # the FP32 .tflite the LiteRT variants are made from
     small: dict = field(default_factory=dict)  # the small re-export's model and files (export.small), made once
-    fp16_predictions: dict[str, dict] = field(default_factory=dict)  # by accumulation mode, computed once each
+    # FP16-compute predictions by accumulation mode ("xnnpack:<target>" per fp16 .pte target), computed once each
+    fp16_predictions: dict[str, dict] = field(default_factory=dict)
     figures: dict | None = None  # what report.html draws (verify fills it)
     progress: object = None  # a depthport.cli.progress reporter, or None
     _scratch: Path | None = field(default=None, repr=False)
