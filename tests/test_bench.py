@@ -132,6 +132,7 @@ def test_cli_bad_input_exits_2(tmp_path, capsys):
 
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+MEMO_SITE = str(Path(__file__).parent / "memo_site")  # Python children that put it first share the conversion memo
 
 
 def load_device_run():
@@ -147,9 +148,8 @@ def test_device_run_script_small_mode(tmp_path):
     """benchmarks/device_run.sh --small with this venv: tiny files, CPU at 1 and 2 threads with the probe; the
     GPU part runs only where nvidia-smi finds a GPU."""
     out = tmp_path / "out"
-    memo_site = str(Path(__file__).parent / "memo_site")  # its Python children share the conversion memo
     env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable,
-           "PYTHONPATH": os.pathsep.join(p for p in (memo_site, os.environ.get("PYTHONPATH")) if p)}
+           "PYTHONPATH": os.pathsep.join(p for p in (MEMO_SITE, os.environ.get("PYTHONPATH")) if p)}
     proc = subprocess.run(["bash", str(BENCHMARKS / "device_run.sh"), "--small", "--no-install"], env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
@@ -201,6 +201,8 @@ def test_device_run_fp16_study_on_swiftshader(tmp_path, monkeypatch):
 
     for key, value in vulkan_or_skip().env().items():
         monkeypatch.setenv(key, value)
+    # The export children share the conversion memo: the same files as test_cli's stress-weights exports.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (MEMO_SITE, os.environ.get("PYTHONPATH")) if p))
     device_run = load_device_run()
     run = device_run.Run(tmp_path, 600, "small")
     run.summary["files"] = {}

@@ -257,3 +257,13 @@ def test_mobile_snippets_name_what_the_app_must_add(snippet_exports):
     assert "com/google/ai/edge/litert/Model.kt" in card and "model.close()" in card
     assert f"swiftpm-{executorch}" in card and "`backend_xnnpack`" in card and "-all_load" in card
     assert "ExecuTorchModule.h" in card and "guard let path = Bundle.main.path" in card
+
+
+def test_card_names_the_base_model_chain():
+    from depthport.report.card import base_model_line
+
+    chain = ["xingyang1/Distill-Any-Depth-Small-hf", "depth-anything/Depth-Anything-V2-Small-hf"]
+    assert base_model_line({"base_model": chain[0], "base_model_chain": chain}) == (
+        "xingyang1/Distill-Any-Depth-Small-hf, fine-tuned from depth-anything/Depth-Anything-V2-Small-hf")
+    assert base_model_line({"base_model": "a/b"}) == "a/b"
+    assert base_model_line({"base_model": None, "base_model_chain": []}) == "-"

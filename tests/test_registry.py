@@ -327,3 +327,16 @@ def test_predict_gives_the_output_in_its_units(tiny_id, tiny_report, tmp_path):
     assert png.size == image.size  # the .npy's size, a colour-bar legend in metres inside it for metric models
     legend = np.asarray(png.convert("RGB"))[2:png.height // 2, -8:]
     assert bool((legend == 255).all(axis=-1).any()) == spec.metric  # its white panel at the right edge
+
+
+def test_distill_any_depth_ids_are_depth_anything_v2_checkpoints():
+    """Distill-Any-Depth small and base: the DA-V2 architecture at those sizes, relative inverse depth, with the
+    release each loads by default and where their licence comes from."""
+    small, base = MODELS["distill-any-depth-small"], MODELS["distill-any-depth-base"]
+    assert small.arch is MODELS["da2-small"].arch and small.model_config == MODELS["da2-small"].model_config
+    assert base.model_config == MODELS["da2-base"].model_config and tiny_spec(base).id == "da2-tiny"
+    assert small.hf_repo == "xingyang1/Distill-Any-Depth-Small-hf" and not base.hf_repo
+    assert (base.official_repo, base.official_file) == ("xingyang1/Distill-Any-Depth", "base/model.safetensors")
+    assert small.output_meaning == base.output_meaning == MODELS["da2-small"].output_meaning
+    for spec in (small, base):
+        assert spec.licence == "Apache-2.0" and "MIT" in spec.licence_note and not spec.non_commercial

@@ -117,3 +117,52 @@ def test_random_weights_are_seeded(tiny_spec):
 
     a, b = resolve_weights(tiny_spec, "random"), resolve_weights(tiny_spec, "random")
     assert a.random and all(torch.equal(a.state[k], b.state[k]) for k in a.state)
+
+
+# ------------------------------------------------------------------------------------------------------ fine-tunes
+def test_official_layout_in_safetensors_loads_as_official(tiny_spec, tiny_weights, official_pth, tmp_path):
+    """Distill-Any-Depth publishes the official Depth-Anything-V2 key layout as .safetensors: the keys, not the
+    suffix, say which layout a file has."""
+    path = tmp_path / "model.safetensors"
+    save_file({k: v.contiguous() for k, v in OFFICIAL.from_depthport(tiny_weights.state).items()}, str(path))
+    hw = (56, 56)
+    a, b = build(tiny_spec, hw, str(path)), build(tiny_spec, hw, str(official_pth))
+    assert a.weights.format == "official" and a.pos_formula == "official"
+    x = image_batch(hw)
+    assert rel_l2(a.model(x).detach(), b.model(x).detach()) == 0.0
+
+
+def test_distill_any_depth_hub_release_loads_from_its_folder(tiny_weights, tmp_path, monkeypatch):
+    """``--weights xingyang1/Distill-Any-Depth`` reads ``small/model.safetensors`` of that repo (official layout),
+    and the card's base-model chain comes from the repo's model card."""
+    import dataclasses
+
+    import huggingface_hub.constants as constants
+
+    from depthport.registry import get_spec
+
+    spec = dataclasses.replace(get_spec("distill-any-depth-small"), config="tiny")
+    snapshot = tmp_path / "models--xingyang1--Distill-Any-Depth" / "snapshots" / "0123abcd"
+    (snapshot / "small").mkdir(parents=True)
+    save_file({k: v.contiguous() for k, v in OFFICIAL.from_depthport(tiny_weights.state).items()},
+              str(snapshot / "small" / "model.safetensors"))
+    (snapshot / "README.md").write_text("---\nlicense: apache-2.0\nbase_model:\n- depth-anything/Depth-Anything-V2-Small\n---\n# card\n")
+    (tmp_path / "models--xingyang1--Distill-Any-Depth" / "refs").mkdir()
+    (tmp_path / "models--xingyang1--Distill-Any-Depth" / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    built = build(spec, (56, 56), "xingyang1/Distill-Any-Depth")
+    assert built.weights.format == "official" and built.weights.revision == "0123abcd"
+    assert built.weights.base_models == ("depth-anything/Depth-Anything-V2-Small",)
+
+
+def test_declared_base_models_read_the_card_then_the_config(tmp_path):
+    from depthport.weights.load import declared_base_models
+
+    (tmp_path / "config.json").write_text('{"_name_or_path": "depth-anything/Depth-Anything-V2-Small-hf"}')
+    assert declared_base_models(tmp_path, tmp_path / "README.md", None) == ("depth-anything/Depth-Anything-V2-Small-hf",)
+    assert declared_base_models(tmp_path, None, "depth-anything/Depth-Anything-V2-Small-hf") == ()
+    (tmp_path / "README.md").write_text("---\nbase_model: xingyang1/Distill-Any-Depth-Small-hf\n---\n")
+    assert declared_base_models(tmp_path, tmp_path / "README.md", None) == ("xingyang1/Distill-Any-Depth-Small-hf",)
+    (tmp_path / "README.md").write_text("---\nbase_model: [unclosed\n---\n")
+    (tmp_path / "config.json").write_text("{not json")
+    assert declared_base_models(tmp_path, tmp_path / "README.md", None) == ()

@@ -138,6 +138,12 @@ def base_model(spec: ModelSpec, weights) -> str | None:
     return spec.hf_repo or spec.official_repo or None
 
 
+def base_model_chain(spec: ModelSpec, weights) -> list[str]:
+    """``base_model`` followed by what that checkpoint says it was fine-tuned from (its model card or config)."""
+    first = base_model(spec, weights)
+    return [first, *(b for b in weights.base_models if b != first)] if first else []
+
+
 def new_report(opts: ExportOptions, spec: ModelSpec, built) -> dict:
     """report.json before the stages fill in the artifacts and their checks."""
     return {
@@ -148,6 +154,7 @@ def new_report(opts: ExportOptions, spec: ModelSpec, built) -> dict:
                            "revision": built.weights.revision, "licence": spec.licence,
                            "licence_note": spec.licence_note or None, "non_commercial": spec.non_commercial},
         "base_model": base_model(spec, built.weights),
+        "base_model_chain": base_model_chain(spec, built.weights),
         "input_shape": [1, 3, *opts.input_hw],
         "output": spec.output,
         "output_space": spec.output_space,

@@ -37,6 +37,9 @@ _METRIC_NC_NOTE = ("treated as non-commercial: fine-tuned from Depth-Anything-V2
                    "-hf card has no licence tag, and upstream has not said which applies "
                    "(Depth-Anything-V2 issue #245)")
 _DA3_NOTE = "Depth Anything 3 README model table: {name} weights are Apache 2.0"
+_DAD_NOTE = ("Distill-Any-Depth: the Hub card of xingyang1/Distill-Any-Depth is tagged apache-2.0 and the GitHub "
+             "repository's LICENSE (Westlake-AGI-Lab/Distill-Any-Depth) is MIT; both permit commercial use. The "
+             "{size} checkpoint has the Depth Anything V2 architecture (upstream loads it with DepthAnythingV2)")
 _SCENES = {"indoor": ("Indoor", "Hypersim", "hypersim"), "outdoor": ("Outdoor", "VKITTI", "vkitti")}
 _SIZES = {"small": ("Small", "s"), "base": ("Base", "b"), "large": ("Large", "l")}
 
@@ -67,6 +70,12 @@ MODELS = {
                   hf_repo="depth-anything/Depth-Anything-V2-Large-hf",
                   official_repo="depth-anything/Depth-Anything-V2-Large", official_file="depth_anything_v2_vitl.pth",
                   **_DA2),
+        ModelSpec(id="distill-any-depth-small", config="small", licence="Apache-2.0", default_hw=(518, 686),
+                  licence_note=_DAD_NOTE.format(size="small"), hf_repo="xingyang1/Distill-Any-Depth-Small-hf",
+                  official_repo="xingyang1/Distill-Any-Depth", official_file="small/model.safetensors", **_DA2),
+        ModelSpec(id="distill-any-depth-base", config="base", licence="Apache-2.0", default_hw=(518, 686),
+                  licence_note=_DAD_NOTE.format(size="base") + "; there is no transformers-format (-hf) release",
+                  official_repo="xingyang1/Distill-Any-Depth", official_file="base/model.safetensors", **_DA2),
         ModelSpec(id="da2-tiny", config="tiny", licence="Apache-2.0", default_hw=(56, 70), hidden=True, **_DA2),
         *(_da2_metric(scene, size) for scene in _SCENES for size in _SIZES),
         ModelSpec(id="da2-metric-tiny", config="metric-tiny", licence="Apache-2.0", hidden=True,

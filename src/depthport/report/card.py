@@ -215,6 +215,13 @@ def ledger_rows(report: dict) -> list[dict]:
             for e in report.get("rewrite_ledger") or []]
 
 
+def base_model_line(report: dict) -> str:
+    """The weights' Hub repo, then what it says it was fine-tuned from: "a/b, fine-tuned from c/d"."""
+    chain = report.get("base_model_chain") or [report.get("base_model")]
+    chain = [c for c in chain if c]
+    return ", fine-tuned from ".join(chain) if chain else "-"
+
+
 def context(report: dict) -> dict:
     """Everything card.md.j2 reads."""
     machine = report.get("machine", {})
@@ -226,7 +233,7 @@ def context(report: dict) -> dict:
             "source": {"weights": report.get("weights"), "format": detail.get("format"),
                        "revision": detail.get("revision") or "-", "licence": detail.get("licence"),
                        "licence_note": detail.get("licence_note"),
-                       "base_model": report.get("base_model") or "-",
+                       "base_model": base_model_line(report),
                        "pos_embed_formula": report.get("pos_embed_formula")},
             "normalization": report.get("normalization"), "output": report.get("output"),
             "units": units_view(report), "metres_errors": metres_errors(report),

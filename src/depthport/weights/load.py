@@ -23,6 +23,7 @@ class LoadedWeights:
     format: str
     random: bool = False
     revision: str | None = None
+    base_models: tuple[str, ...] = ()  # what the checkpoint says it was fine-tuned from (`declared_base_models`)
 
     @property
     def argument(self) -> str:
@@ -59,10 +60,27 @@ def _format_for(path: Path) -> tuple[formats.KeyMapFormat, Path]:
             raise WeightsError(f"{path} has no model.safetensors (expected a transformers-format checkpoint folder)")
         return formats.TRANSFORMERS, path / "model.safetensors"
     if path.suffix == ".safetensors":
-        return formats.TRANSFORMERS, path
+        return _safetensors_format(path), path
     if path.suffix in (".pth", ".pt"):
         return formats.OFFICIAL, path
     raise WeightsError(f"unknown checkpoint type {path.name}: expected .pth (official), .safetensors or a folder")
+
+
+# Key prefixes of the official Depth-Anything-V2 layout (DINOv2 under ``pretrained``, DPT as ``depth_head``), which
+# some releases publish as .safetensors (Distill-Any-Depth's small/ and base/ folders).
+OFFICIAL_PREFIXES = ("pretrained.", "depth_head.")
+
+
+def _safetensors_format(path: Path) -> formats.KeyMapFormat:
+    """A .safetensors file holds transformers names unless its keys have the official layout."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), "pt") as f:
+            keys = list(f.keys())
+    except Exception as exc:  # noqa: BLE001 - any read failure is reported as one line
+        raise WeightsError(f"cannot read checkpoint {path}: {type(exc).__name__}: {exc}") from None
+    return formats.OFFICIAL if any(k.startswith(OFFICIAL_PREFIXES) for k in keys) else formats.TRANSFORMERS
 
 
 def _hub_file(repo_id: str, filename: str) -> Path:
@@ -88,6 +106,39 @@ def _hub_file(repo_id: str, filename: str) -> Path:
     )
 
 
+def _optional_hub_file(repo_id: str, filename: str) -> Path | None:
+    """A small side file of a hub repo (its model card) when the cache or the hub has it; None otherwise."""
+    try:
+        return _hub_file(repo_id, filename)
+    except WeightsUnavailable:
+        return None
+
+
+REPO_ID = re.compile(r"[\w.-]+/[\w.-]+")
+
+
+def declared_base_models(folder: Path, card: Path | None, own_repo: str | None) -> tuple[str, ...]:
+    """The Hub ids a checkpoint names as what it was fine-tuned from: ``base_model`` in its model card's front
+    matter (README.md), else ``_name_or_path`` in the transformers ``config.json`` beside it when that is another
+    repo. Unreadable or absent files say nothing."""
+    from huggingface_hub import metadata_load
+
+    try:
+        meta = metadata_load(card) if card is not None and card.is_file() else None
+    except Exception:  # noqa: BLE001 - a malformed card is as good as none: it only annotates the report
+        meta = None
+    named = (meta or {}).get("base_model")
+    names = [named] if isinstance(named, str) else list(named or [])
+    if not names and (folder / "config.json").is_file():
+        import json
+
+        try:
+            names = [json.loads((folder / "config.json").read_text()).get("_name_or_path") or ""]
+        except (OSError, ValueError, AttributeError):
+            names = []
+    return tuple(n for n in names if isinstance(n, str) and REPO_ID.fullmatch(n) and n != own_repo)
+
+
 def _revision_of(path: Path) -> str | None:
     parts = path.parts
     return parts[parts.index("snapshots") + 1] if "snapshots" in parts else None
@@ -101,21 +152,22 @@ def load_weights(spec: ModelSpec, weights: str, expected: dict[str, torch.Size])
     looks_like_file = path.suffix in (".pth", ".pt", ".safetensors") or weights.startswith((".", "/", "~"))
     if path.exists():
         fmt, file = _format_for(path)
-        source = str(path)
+        source, card = str(path), file.parent / "README.md"
     elif looks_like_file:
         raise WeightsError(f"checkpoint not found: {weights}")
-    elif re.fullmatch(r"[\w.-]+/[\w.-]+", weights):
+    elif REPO_ID.fullmatch(weights):
         if weights == spec.official_repo:
             fmt, file = formats.OFFICIAL, _hub_file(weights, spec.official_file)
         else:
             fmt, file = formats.TRANSFORMERS, _hub_file(weights, "model.safetensors")
             _hub_file(weights, "config.json")
-        source = f"hf://{weights}"
+        source, card = f"hf://{weights}", _optional_hub_file(weights, "README.md")
     else:
         raise WeightsError(f"weights {weights!r}: not 'random', 'stress', an existing file or folder, or a Hugging Face repo id")
     check_head(spec, fmt, file, source)
     state = fmt.to_depthport(_read_state_dict(file), expected, source)
-    return LoadedWeights(state, source, fmt.name, revision=_revision_of(file))
+    bases = declared_base_models(file.parent, card, weights if source.startswith("hf://") else None)
+    return LoadedWeights(state, source, fmt.name, revision=_revision_of(file), base_models=bases)
 
 
 # Official metric checkpoints name their training set: Hypersim (indoor, 20 m) or Virtual KITTI 2 (outdoor, 80 m).
