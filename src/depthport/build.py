@@ -26,9 +26,12 @@ class Built:
     rewrites: list[str] = field(default_factory=list)
 
 
-def architecture(spec: ModelSpec, input_hw: tuple[int, int], pos_formula: str, confidence: bool = False) -> nn.Module:
-    """The reference-form model of ``spec``'s family and config for one input shape (no weights loaded)."""
-    return spec.arch.build_model(spec.model_config, tuple(input_hw), pos_formula, confidence)
+def architecture(spec: ModelSpec, input_hw: tuple[int, int], pos_formula: str, confidence: bool = False,
+                 prompt_hw: tuple[int, int] | None = None) -> nn.Module:
+    """The reference-form model of ``spec``'s family and config for one input shape (no weights loaded); a
+    prompted model takes its prompt at ``prompt_hw`` (default: the spec's)."""
+    prompt = {"prompt_hw": tuple(prompt_hw or spec.prompt_hw)} if spec.prompted else {}
+    return spec.arch.build_model(spec.model_config, tuple(input_hw), pos_formula, confidence, **prompt)
 
 
 def random_weights(spec: ModelSpec, seed: int = 0) -> LoadedWeights:
@@ -55,16 +58,18 @@ def resolve_weights(spec: ModelSpec, weights: str | LoadedWeights, seed: int = 0
 
 
 def build(model_id: str | ModelSpec, input_hw: tuple[int, int], weights: str | LoadedWeights = "random",
-          rewrites: list[str] | None = None, pos_formula: str | None = None, confidence: bool = False) -> Built:
+          rewrites: list[str] | None = None, pos_formula: str | None = None, confidence: bool = False,
+          prompt_hw: tuple[int, int] | None = None) -> Built:
     """Architecture for ``input_hw``, strictly loaded, with ``rewrites`` applied (defaults: the export set).
 
-    ``confidence`` (Depth Anything 3 only) adds the head's confidence map as a second output. The rewrites run
+    ``confidence`` (Depth Anything 3 only) adds the head's confidence map as a second output; ``prompt_hw``
+    (Prompt Depth Anything only) is the prompt depth input's shape, the spec's by default. The rewrites run
     in float64 and the result is cast to float32 once, so folded weights are rounded once, not at every fold.
     """
     spec = model_id if isinstance(model_id, ModelSpec) else get_spec(model_id)
     loaded = resolve_weights(spec, weights)
     formula = pos_formula or spec.pos_formula or loaded.pos_formula
-    model = architecture(spec, input_hw, formula, confidence).double()
+    model = architecture(spec, input_hw, formula, confidence, prompt_hw).double()
     model.load_state_dict(loaded.state, strict=True)
     names = rw.default_rewrites() if rewrites is None else list(rewrites)
     rw.apply(model, names)

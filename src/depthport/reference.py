@@ -14,9 +14,9 @@ from .weights import LoadedWeights
 from .weights.formats import TRANSFORMERS
 
 
-def transformers_config(spec: ModelSpec):
-    """The transformers DepthAnythingConfig for one of our Depth Anything V2 sizes, relative (ReLU head) or metric
-    (sigmoid x max_depth)."""
+def transformers_config(spec: ModelSpec, config_class=None):
+    """The transformers DepthAnythingConfig (or ``config_class``, which takes the same fields) for one of our
+    Depth Anything V2 sizes, relative (ReLU head) or metric (sigmoid x max_depth)."""
     from transformers import DepthAnythingConfig, Dinov2Config
 
     cfg = spec.model_config
@@ -26,7 +26,7 @@ def transformers_config(spec: ModelSpec):
         patch_size=vit.patch, image_size=vit.pretrain_hw[0], layerscale_value=1.0,
         out_indices=[i + 1 for i in cfg.layers], apply_layernorm=True, reshape_hidden_states=False,
     )
-    return DepthAnythingConfig(
+    return (config_class or DepthAnythingConfig)(
         backbone_config=backbone, patch_size=vit.patch, reassemble_hidden_size=vit.dim,
         neck_hidden_sizes=list(dpt.out_channels), fusion_hidden_size=dpt.features, head_hidden_size=dpt.head_hidden,
         depth_estimation_type="relative" if dpt.activation == "relu" else "metric",
@@ -52,6 +52,27 @@ class TransformersReference(nn.Module):
     @torch.no_grad()
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(pixel_values=x).predicted_depth
+
+
+class PromptTransformersReference(nn.Module):
+    """transformers' PromptDepthAnythingForDepthEstimation; (image, prompt in metres) -> predicted_depth (B, H, W)."""
+
+    def __init__(self, spec: ModelSpec, weights: LoadedWeights):
+        super().__init__()
+        from transformers import PromptDepthAnythingConfig, PromptDepthAnythingForDepthEstimation
+
+        from .weights.formats import TRANSFORMERS_PROMPT
+
+        self.model = PromptDepthAnythingForDepthEstimation(transformers_config(spec, PromptDepthAnythingConfig)).eval()
+        state = {_v5_name(k): v for k, v in TRANSFORMERS_PROMPT.from_depthport(weights.state).items()}
+        missing, unexpected = self.model.load_state_dict(state, strict=False)
+        missing = [k for k in missing if not k.endswith("mask_token")]
+        if missing or unexpected:
+            raise RuntimeError(f"reference load failed: missing {missing[:5]}, unexpected {unexpected[:5]}")
+
+    @torch.no_grad()
+    def forward(self, x: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
+        return self.model(pixel_values=x, prompt_depth=prompt).predicted_depth
 
 
 class OfficialResamplingReference(TransformersReference):

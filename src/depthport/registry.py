@@ -10,15 +10,23 @@ from .errors import InputError
 from .families.da2 import DA2
 from .families.da3 import DA3
 from .families.da3_mono import DA3_MONO
+from .families.prompt_da import ARKIT_PROMPT_HW, PROMPT_DA
 from .spec import CANONICAL, METRES, RELATIVE, UP_TO_SCALE, ModelSpec
 
-__all__ = ["MODELS", "ModelSpec", "get_spec", "tiny_spec"]
+__all__ = ["MODELS", "ModelSpec", "get_spec", "pipeline_spec", "tiny_spec"]
 
 DA2_OUTPUT = "relative inverse depth (larger = nearer), shape [1, H, W]"
 DA2_METRIC_OUTPUT = "metric depth in metres (larger = farther), sigmoid x max_depth, shape [1, H, W]"
 DA3_OUTPUT = "depth up to scale (larger = farther), exp of the head's logit, shape [1, 1, H, W]"
 DA3_METRIC_OUTPUT = ("canonical metric depth (larger = farther; metres = value x focal_px / 300), exp of the head's "
                      "logit, shape [1, 1, H, W]")
+PROMPT_DA_OUTPUT = ("metric depth in metres (larger = farther): a sigmoid stretched to the prompt depth's "
+                    "[min, max], shape [1, H, W]")
+# Upstream runs at a long side of 1008 (PromptDA's load_image, multiple of 14): ARKit's 1920x1440 -> 756x1008,
+# the 4:3 of the 192x256 prompt. Both shapes are overridable (--size, --prompt-size); portrait is 1008x756, 256x192.
+_PROMPT_DA = dict(arch=PROMPT_DA, tiny="tiny", output=PROMPT_DA_OUTPUT, output_space="depth", output_meaning=METRES,
+                  default_hw=(756, 1008), prompt_hw=ARKIT_PROMPT_HW, licence="Apache-2.0")
+_PROMPT_DA_NOTE = "Apache-2.0 on the Hub card of {repo} and in the DepthAnything/PromptDA repository's LICENSE"
 _DA2 = dict(arch=DA2, tiny="tiny", output=DA2_OUTPUT, output_space="inverse depth", output_meaning=RELATIVE)
 _DA2_METRIC = dict(arch=DA2, tiny="metric-tiny", output=DA2_METRIC_OUTPUT, output_space="depth",
                    output_meaning=METRES, default_hw=(518, 686))
@@ -76,6 +84,13 @@ MODELS = {
         ModelSpec(id="distill-any-depth-base", config="base", licence="Apache-2.0", default_hw=(518, 686),
                   licence_note=_DAD_NOTE.format(size="base") + "; there is no transformers-format (-hf) release",
                   official_repo="xingyang1/Distill-Any-Depth", official_file="base/model.safetensors", **_DA2),
+        *(ModelSpec(id=f"prompt-da-{name}", config=config, hf_repo=repo, licence_note=_PROMPT_DA_NOTE.format(repo=repo),
+                    **_PROMPT_DA)
+          for name, config, repo in [("small", "small", "depth-anything/prompt-depth-anything-vits-hf"),
+                                     ("large", "large", "depth-anything/prompt-depth-anything-vitl-hf"),
+                                     ("small-transparent", "small",
+                                      "depth-anything/prompt-depth-anything-vits-transparent-hf")]),
+        ModelSpec(id="prompt-da-tiny", config="tiny", hidden=True, **{**_PROMPT_DA, "default_hw": (56, 70)}),
         ModelSpec(id="da2-tiny", config="tiny", licence="Apache-2.0", default_hw=(56, 70), hidden=True, **_DA2),
         *(_da2_metric(scene, size) for scene in _SCENES for size in _SIZES),
         ModelSpec(id="da2-metric-tiny", config="metric-tiny", licence="Apache-2.0", hidden=True,
@@ -106,6 +121,17 @@ def get_spec(model_id: str) -> ModelSpec:
     except KeyError:
         known = ", ".join(k for k, s in MODELS.items() if not s.hidden)
         raise InputError(f"unknown model {model_id!r}; supported: {known}") from None
+
+
+def pipeline_spec(model_id: str) -> ModelSpec:
+    """``get_spec`` for the export and verify pipeline, which feeds one image: a prompted model is refused with
+    what does run it."""
+    spec = get_spec(model_id)
+    if spec.prompted:
+        raise InputError(f"{spec.id} takes a prompt depth map beside the image, and the export pipeline does not "
+                         f"feed or verify a second input yet; `python benchmarks/prompt_da.py --model {spec.id}` "
+                         "converts it to LiteRT and checks it against transformers and on the GPU accelerator")
+    return spec
 
 
 def tiny_spec(spec: ModelSpec) -> ModelSpec:

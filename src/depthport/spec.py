@@ -62,6 +62,8 @@ class ModelSpec:
     official_repo: str = ""  # the upstream repository's checkpoint on the Hub ...
     official_file: str = ""  # ... and its file there
     hidden: bool = False  # test-only: not listed by `depthport models`
+    prompt_hw: tuple[int, int] | None = None  # default shape of a second input, the prompt depth in metres (Prompt
+    # Depth Anything: a phone's LiDAR / ToF map); None for image-only models
 
     def __post_init__(self):
         for name in (self.config, self.tiny):
@@ -93,6 +95,11 @@ class ModelSpec:
         return self.output_meaning in (METRES, CANONICAL)
 
     @property
+    def prompted(self) -> bool:
+        """The model takes a prompt depth map beside the image."""
+        return self.prompt_hw is not None
+
+    @property
     def needs_focal(self) -> bool:
         return self.output_meaning == CANONICAL
 
@@ -107,7 +114,7 @@ class ModelSpec:
 
     def units(self) -> dict:
         """The output's units for report.json ``output_units`` (the card, snippets and predict read it)."""
-        return output_units(self.output_meaning, self.max_depth, self.focal_reference)
+        return output_units(self.output_meaning, self.max_depth, self.focal_reference, prompted=self.prompted)
 
     @property
     def pretrain_hw(self) -> tuple[int, int]:
@@ -127,11 +134,16 @@ def focal_formula(focal_reference: float) -> str:
     return f"metres = value x focal_px / {focal_reference:g}"
 
 
-def output_units(meaning: str, max_depth: float | None = None, focal_reference: float | None = None) -> dict:
+def output_units(meaning: str, max_depth: float | None = None, focal_reference: float | None = None,
+                 prompted: bool = False) -> dict:
     """What one output value is and how an app gets metres from it (``to_metres`` None where it cannot); ``label``
-    names the unit in gates and reasons."""
+    names the unit in gates and reasons. ``prompted``: metres whose scale comes from the prompt depth input."""
     metric = meaning in (METRES, CANONICAL)
-    if meaning == METRES:
+    if meaning == METRES and prompted:
+        to_metres, label, max_depth = "depth_m = value", "m", None
+        line = ("metres: each value is the distance in metres, between the prompt depth's minimum and maximum (a "
+                "sigmoid stretched to the prompt's range); larger = farther")
+    elif meaning == METRES:
         to_metres, label = "depth_m = value", "m"
         line = (f"metres: each value is the distance in metres, from 0 to {max_depth:g} m (sigmoid x {max_depth:g}); "
                 "larger = farther")

@@ -65,7 +65,7 @@ def torch_entry(args, entries):
     from ..build import resolve_weights
     from ..preprocess import parse_size
     from ..reference import reference_model
-    from ..registry import get_spec
+    from ..registry import pipeline_spec
     from ..runtimes.torch import TorchRunner
 
     if args.size:
@@ -74,7 +74,7 @@ def torch_entry(args, entries):
         hw = tuple(entries[0].runner.input_shape[-2:])
     else:
         raise InputError("--torch without files needs --size HxW")
-    spec = get_spec(args.torch)
+    spec = pipeline_spec(args.torch)
     runner = TorchRunner(reference_model(spec, resolve_weights(spec, args.weights)), hw, args.threads,
                          "torch-eager")
     return Entry(f"torch eager ({spec.id}, upstream)", runner, sample_input(runner.input_shape))

@@ -84,10 +84,10 @@ def options_from(args):
     from ..export.context import StageOptions
     from ..outdir import require_folder
     from ..pipeline import ExportOptions, parse_targets
-    from ..registry import get_spec
+    from ..registry import pipeline_spec
     from ..verify.gates import thresholds
 
-    spec = get_spec(args.model)
+    spec = pipeline_spec(args.model)
     skip = frozenset(s.strip() for s in args.skip.split(",") if s.strip())
     if skip - set(SKIPPABLE):
         raise InputError(f"cannot skip {', '.join(sorted(skip - set(SKIPPABLE)))}; skippable: {', '.join(SKIPPABLE)}")

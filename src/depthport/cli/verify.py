@@ -74,7 +74,7 @@ def run(args) -> int:
     from ..export.targets import FP16_PTE_TARGETS
     from ..preprocess import parse_size
     from ..quiet import native_stderr_muted
-    from ..registry import get_spec
+    from ..registry import pipeline_spec
     from ..report.html import write_html
     from ..rewrites import default_rewrites
     from ..runtimes import load_runner
@@ -95,7 +95,7 @@ def run(args) -> int:
     weights = args.weights or info.get("weights")
     if not weights:
         raise InputError("no --weights given and no report.json beside the file names them")
-    spec = get_spec(model_id)
+    spec = pipeline_spec(model_id)
     thresholds = gates.thresholds(args.gate, spec.metric)
     threads = args.threads
     console = Console(stderr=True)

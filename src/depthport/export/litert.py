@@ -18,12 +18,17 @@ def verbose() -> bool:
 
 
 def convert(model: nn.Module, input_hw: tuple[int, int]):
-    """The litert-torch edge model for a (1, 3, H, W) float32 input."""
+    """The litert-torch edge model for a (1, 3, H, W) float32 input; a prompted model (Prompt Depth Anything)
+    gets a signature with two named inputs, ``image`` and ``prompt`` (1, 1, h, w)."""
     import litert_torch
     import litert_torch.progress
 
     litert_torch.progress.console.quiet = not verbose()
     sample = torch.zeros(1, 3, *input_hw)
+    prompt_hw = getattr(model, "prompt_hw", None)
+    if prompt_hw:
+        named = {"image": sample, "prompt": torch.ones(1, 1, *prompt_hw)}
+        return litert_torch.convert(model.eval(), sample_args=(), sample_kwargs=named)
     return litert_torch.convert(model.eval(), (sample,))
 
 

@@ -140,3 +140,12 @@ _DA3_MONO_TINY = DepthAnythingV3MonoConfig(  # head_hidden stays 32: the package
     (0, 1, 2, 3))
 DA3_MONO_CONFIGS = {"da3metric-large": _DA3_MONO_LARGE, "da3mono-large": _DA3_MONO_LARGE,
                     "metric-tiny": _DA3_MONO_TINY, "mono-tiny": _DA3_MONO_TINY}
+
+# Prompt Depth Anything (DepthAnything/PromptDA; transformers PromptDepthAnythingForDepthEstimation): Depth Anything
+# V2 small or large with a prompt branch per fusion block and a sigmoid head (the hub configs' depth_estimation_type
+# "metric", max_depth 1: the sigmoid is not scaled, the prompt's range stretches it into metres).
+PROMPT_DA_CONFIGS = {
+    "small": _da2("small", activation="sigmoid", max_depth=1.0),
+    "large": _da2("large", activation="sigmoid", max_depth=1.0),
+    "tiny": _da2("tiny", activation="sigmoid", max_depth=1.0),
+}

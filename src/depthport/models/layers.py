@@ -187,28 +187,33 @@ def bilinear_matrix(n_in: int, n_out: int, align_corners: bool) -> torch.Tensor:
 class Resize(nn.Module):
     """Bilinear resize of a fixed-size map to a fixed size, in one of three forms.
 
-    - ``interp``: F.interpolate with the upstream's align_corners=True (the reference form; emits RESIZE).
+    - ``interp``: F.interpolate as upstream calls it (the reference form; emits RESIZE).
     - ``exact``: the same map as constant band matrices applied along W, then H (no RESIZE op). Each output
       index reads at most two inputs, so the matrices are cut into ``chunks`` diagonal blocks that each see
       only the input span they need: FLOPs fall by about the chunk count, results are unchanged.
-    - ``approx``: align_corners=False, the GPU-native RESIZE_BILINEAR (an approximation).
+    - ``approx``: align_corners=False, the GPU-native RESIZE_BILINEAR (an approximation where upstream uses
+      align_corners=True, the same map where it does not).
+
+    ``align_corners`` is upstream's: True for the DPT head's upsampling, False for Prompt Depth Anything's prompt.
     """
 
-    def __init__(self, in_hw: tuple[int, int], out_hw: tuple[int, int], mode: str = "interp", chunks: int = 1):
+    def __init__(self, in_hw: tuple[int, int], out_hw: tuple[int, int], mode: str = "interp", chunks: int = 1,
+                 align_corners: bool = True):
         super().__init__()
         if mode not in ("interp", "exact", "approx"):
             raise ValueError(f"unknown resize mode {mode!r}")
         self.in_hw, self.out_hw, self.mode = tuple(in_hw), tuple(out_hw), mode
-        self.h_blocks = self._blocks(in_hw[0], out_hw[0], chunks) if mode == "exact" else []
-        self.w_blocks = self._blocks(in_hw[1], out_hw[1], chunks) if mode == "exact" else []
+        self.align_corners = align_corners
+        self.h_blocks = self._blocks(in_hw[0], out_hw[0], chunks, align_corners) if mode == "exact" else []
+        self.w_blocks = self._blocks(in_hw[1], out_hw[1], chunks, align_corners) if mode == "exact" else []
         for axis, blocks in (("h", self.h_blocks), ("w", self.w_blocks)):
             for i, (_, _, mat) in enumerate(blocks):
                 self.register_buffer(f"{axis}{i}", mat, persistent=False)
 
     @staticmethod
-    def _blocks(n_in: int, n_out: int, chunks: int) -> list[tuple[int, int, torch.Tensor]]:
+    def _blocks(n_in: int, n_out: int, chunks: int, align_corners: bool) -> list[tuple[int, int, torch.Tensor]]:
         """Split the interpolation matrix into row blocks, each with the column span it touches."""
-        full = bilinear_matrix(n_in, n_out, align_corners=True)
+        full = bilinear_matrix(n_in, n_out, align_corners=align_corners)
         chunks = max(1, min(chunks, n_out))
         bounds = [round(i * n_out / chunks) for i in range(chunks + 1)]
         blocks = []
@@ -228,7 +233,7 @@ class Resize(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.mode == "interp":
-            return F.interpolate(x, size=self.out_hw, mode="bilinear", align_corners=True)
+            return F.interpolate(x, size=self.out_hw, mode="bilinear", align_corners=self.align_corners)
         if self.mode == "approx":
             return F.interpolate(x, size=self.out_hw, mode="bilinear", align_corners=False)
         x = self._apply_last(x, "w", self.w_blocks)

@@ -148,7 +148,8 @@ def _replace_resizes(model: nn.Module, mode: str, chunks: int) -> None:
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, Resize):
-                setattr(parent, name, Resize(child.in_hw, child.out_hw, mode, _chunks_for(child, chunks)))
+                setattr(parent, name, Resize(child.in_hw, child.out_hw, mode, _chunks_for(child, chunks),
+                                             child.align_corners))
 
 
 def _chunks_for(resize: Resize, chunks: int) -> int:

@@ -92,3 +92,5 @@ TRANSFORMERS = KeyMapFormat("transformers", keymaps.TRANSFORMERS_DA2, ignored=ke
                             aliases=keymaps.TRANSFORMERS_ALIASES)
 OFFICIAL = KeyMapFormat("official", keymaps.OFFICIAL_DA2, fused=keymaps.OFFICIAL_DA2_FUSED,
                         ignored=keymaps.OFFICIAL_IGNORED, suffix=".pth")
+TRANSFORMERS_PROMPT = KeyMapFormat("transformers", keymaps.TRANSFORMERS_PROMPT_DA, ignored=keymaps.TRANSFORMERS_IGNORED,
+                                   aliases=keymaps.TRANSFORMERS_ALIASES)

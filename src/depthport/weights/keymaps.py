@@ -29,6 +29,13 @@ TRANSFORMERS_DA2 = [
     (r"head\.fusion\.(\d)\.out_conv\.(weight|bias)", r"neck.fusion_stage.layers.\1.projection.\2"),
     (r"head\.out_conv(1|2|3)\.(weight|bias)", r"head.conv\1.\2"),
 ]
+# transformers `PromptDepthAnythingForDepthEstimation` (depth-anything/prompt-depth-anything-*-hf): Depth Anything V2's
+# names plus a prompt branch in each fusion block.
+TRANSFORMERS_PROMPT_DA = [
+    *TRANSFORMERS_DA2,
+    (r"head\.fusion\.(\d)\.prompt\.conv(1|2|3)\.(weight|bias)",
+     r"neck.fusion_stage.layers.\1.prompt_depth_layer.convolution\2.\3"),
+]
 # transformers >= 5 renames the attention projections when it loads; its own saves use these names.
 TRANSFORMERS_ALIASES = [
     (r"\.attention\.q_proj\.", ".attention.attention.query."),

@@ -164,10 +164,20 @@ def load_weights(spec: ModelSpec, weights: str, expected: dict[str, torch.Size])
         source, card = f"hf://{weights}", _optional_hub_file(weights, "README.md")
     else:
         raise WeightsError(f"weights {weights!r}: not 'random', 'stress', an existing file or folder, or a Hugging Face repo id")
+    fmt = _family_format(spec, fmt, source)
     check_head(spec, fmt, file, source)
     state = fmt.to_depthport(_read_state_dict(file), expected, source)
     bases = declared_base_models(file.parent, card, weights if source.startswith("hf://") else None)
     return LoadedWeights(state, source, fmt.name, revision=_revision_of(file), base_models=bases)
+
+
+def _family_format(spec: ModelSpec, layout: formats.KeyMapFormat, source: str) -> formats.KeyMapFormat:
+    """The key map of ``spec``'s family for a checkpoint in ``layout`` (transformers or official names)."""
+    for fmt in spec.arch.weight_formats:
+        if fmt.name == layout.name:
+            return fmt
+    known = " or ".join(f.name for f in spec.arch.weight_formats)
+    raise WeightsError(f"{source} has {layout.name} key names, but {spec.id} checkpoints come in {known} layout")
 
 
 # Official metric checkpoints name their training set: Hypersim (indoor, 20 m) or Virtual KITTI 2 (outdoor, 80 m).
@@ -180,7 +190,7 @@ def check_head(spec: ModelSpec, fmt: formats.KeyMapFormat, file: Path, source: s
     ``max_depth``) or the official file's name. Where either says, it must agree with ``spec``'s head; otherwise
     the depth would be silently wrong (metres on the wrong scale, or a sigmoid head read as ReLU)."""
     want = "metric" if spec.max_depth is not None else "relative"
-    if fmt is formats.TRANSFORMERS and (file.parent / "config.json").is_file():
+    if fmt.name == formats.TRANSFORMERS.name and (file.parent / "config.json").is_file():
         import json
 
         try:
@@ -189,7 +199,12 @@ def check_head(spec: ModelSpec, fmt: formats.KeyMapFormat, file: Path, source: s
             raise WeightsError(f"cannot read {file.parent / 'config.json'}: {exc}") from None
         kind, depth = config.get("depth_estimation_type", "relative"), config.get("max_depth")
         where = "its config.json"
-    elif fmt is formats.OFFICIAL:
+        prompted = config.get("model_type") == "prompt_depth_anything"
+        if "model_type" in config and prompted != spec.prompted:
+            raise WeightsError(f"{source} is a {config['model_type']} checkpoint ({where}) but {spec.id} "
+                               f"{'takes' if spec.prompted else 'does not take'} a prompt depth: pick "
+                               f"{'a prompt-da-* id' if prompted else 'the da2-* id of the same size'}")
+    elif fmt.name == formats.OFFICIAL.name:
         tags = [tag for tag in OFFICIAL_METRIC_DEPTH if f"metric_{tag}" in file.name]
         if not tags:
             return  # a relative name, or a renamed file: nothing to compare

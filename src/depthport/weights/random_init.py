@@ -48,7 +48,10 @@ def _calibrate_last(model: nn.Module, last: nn.Conv2d, gen: torch.Generator) -> 
         hw = getattr(model, "input_hw", None)
         if hw is None:
             return
-        model.eval()(torch.randn((1, 3, *hw), generator=gen))
+        inputs = [torch.randn((1, 3, *hw), generator=gen)]
+        if getattr(model, "prompt_hw", None):  # a prompt depth of 1 to 5 m
+            inputs.append(1.0 + 4.0 * torch.rand((1, 1, *model.prompt_hw), generator=gen))
+        model.eval()(*inputs)
     finally:
         hook.remove()
     pre = captured["out"]
