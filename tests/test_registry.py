@@ -27,6 +27,9 @@ from helpers import TINY_HW, image_batch, rel_l2
 
 IDS = list(MODELS)
 TINY_IDS = sorted({tiny_spec(spec).id for spec in MODELS.values()})
+# What the export pipeline runs: one image in. Prompted ids (Prompt Depth Anything) are tested in test_prompt_da.py.
+PIPELINE_IDS = [i for i in IDS if not MODELS[i].prompted]
+PIPELINE_TINY_IDS = [i for i in TINY_IDS if not MODELS[i].prompted]
 
 
 @dataclasses.dataclass
@@ -95,7 +98,7 @@ def test_every_id_names_a_registered_tiny_config_of_its_architecture(model_id):
     assert (tiny.max_depth is None) == (spec.max_depth is None)
 
 
-@pytest.mark.parametrize("model_id", IDS)
+@pytest.mark.parametrize("model_id", PIPELINE_IDS)
 def test_tiny_litert_export_runs_and_matches_eager(model_id, tiny_export):
     from depthport.rewrites import default_rewrites
 
@@ -131,7 +134,7 @@ def test_pretrain_shape_and_output_space_follow_the_config(model_id):
     assert ("inverse depth" in spec.output) == (spec.output_space == "inverse depth")
 
 
-@pytest.mark.parametrize("tiny_id", TINY_IDS)
+@pytest.mark.parametrize("tiny_id", PIPELINE_TINY_IDS)
 def test_pretrain_shape_is_where_the_position_table_is_used_as_stored(tiny_id, tiny_export):
     from depthport.build import architecture
 
@@ -156,7 +159,7 @@ def _write(state: dict, path) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("tiny_id", TINY_IDS)
+@pytest.mark.parametrize("tiny_id", PIPELINE_TINY_IDS)
 def test_every_accepted_weight_format_loads_back(tiny_id, tiny_export, tmp_path):
     from depthport.build import resolve_weights
 
@@ -171,7 +174,7 @@ def test_every_accepted_weight_format_loads_back(tiny_id, tiny_export, tmp_path)
         assert all(torch.equal(loaded.state[k], v) for k, v in weights.state.items())
 
 
-@pytest.mark.parametrize("model_id", IDS)
+@pytest.mark.parametrize("model_id", PIPELINE_IDS)
 def test_predict_prepares_images_as_the_spec_says(model_id, tmp_path):
     from depthport.predict import model_input
     from depthport.preprocess import to_tensor
@@ -212,7 +215,7 @@ BANNED_OPS = ("GATHER", "GATHER_ND", "EMBEDDING_LOOKUP", "BROADCAST_TO", "TRANSP
               "RESIZE_NEAREST_NEIGHBOR", "SELECT_V2", "SCATTER_ND", "CAST")
 
 
-@pytest.mark.parametrize("tiny_id", TINY_IDS)
+@pytest.mark.parametrize("tiny_id", PIPELINE_TINY_IDS)
 def test_tiny_export_is_gpu_clean_and_rank4(tiny_id, tiny_export):
     from depthport.core.tflite_graph import graph_summary
     from depthport.check.verdict import check_tflite
@@ -225,7 +228,7 @@ def test_tiny_export_is_gpu_clean_and_rank4(tiny_id, tiny_export):
     assert not set(BANNED_OPS) & set(summary["op_histogram"]), summary["op_histogram"]
 
 
-@pytest.mark.parametrize("tiny_id", [t for t in TINY_IDS if MODELS[t].metric])
+@pytest.mark.parametrize("tiny_id", [t for t in PIPELINE_TINY_IDS if MODELS[t].metric])
 def test_metric_heads_run_fully_on_the_gpu_accelerator(tiny_id, tiny_export):
     """The heads new to metric depth (sigmoid x max_depth, exp) on the real LiteRT GPU accelerator (SwiftShader)."""
     from depthport.check.verdict import check_tflite
@@ -274,7 +277,7 @@ def _report(spec: ModelSpec, made: TinyExport, folder):
     return folder, path
 
 
-@pytest.mark.parametrize("tiny_id", TINY_IDS)
+@pytest.mark.parametrize("tiny_id", PIPELINE_TINY_IDS)
 def test_output_meaning_reaches_report_and_card(tiny_id, tiny_report):
     from depthport.core.schema import read_report
 
@@ -299,7 +302,7 @@ def test_output_meaning_reaches_report_and_card(tiny_id, tiny_report):
         assert units["unit"] is None and "focal_px" not in card and "depth_m" not in snippets
 
 
-@pytest.mark.parametrize("tiny_id", TINY_IDS)
+@pytest.mark.parametrize("tiny_id", PIPELINE_TINY_IDS)
 def test_predict_gives_the_output_in_its_units(tiny_id, tiny_report, tmp_path):
     from depthport import __file__ as package
     from depthport.errors import InputError
