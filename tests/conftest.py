@@ -4,12 +4,28 @@ random weights, a tiny LiteRT export."""
 from __future__ import annotations
 
 import os
+import signal
+import threading
 
 import pytest
 from helpers import TINY_HW
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+@pytest.fixture(autouse=True)
+def sigint_is_keyboard_interrupt():
+    """Every test starts with Python's own Ctrl-C handler, whatever an earlier test, a library or the xdist worker
+    left (a SIGINT ignored there is ignored by every child too, and the Ctrl-C tests then fail)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,9 +1,13 @@
-"""Prompt Depth Anything (#25, first part): the architecture against transformers' reference, its exact rewrites,
-the two-input LiteRT file (named inputs, GPU rules statically and on the accelerator), and the pipeline's refusal."""
+"""Prompt Depth Anything: the architecture against transformers' reference, its exact rewrites, and the export
+pipeline with a second input: the LiteRT file (named inputs, GPU rules statically and on the accelerator),
+verification with prompts, `predict --prompt`, and every bad prompt refused in one line."""
+
+import json
 
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from depthport.build import build
 from depthport.cli import main
@@ -12,6 +16,7 @@ from depthport.registry import MODELS, get_spec, tiny_spec
 
 from helpers import rel_l2, vulkan_or_skip
 
+ASSET = "src/depthport/assets/chelsea.jpg"
 SPEC = get_spec("prompt-da-tiny")
 HW = (56, 70)
 
@@ -88,45 +93,129 @@ def test_transformers_checkpoint_loads_and_a_da2_one_is_refused(weights, referen
         build("da2-tiny", HW, str(tmp_path / "prompt"))
 
 
-@pytest.mark.parametrize("argv", [["export", "prompt-da-small", "--weights", "random"],
-                                  ["verify", "MODEL", "--reference", "prompt-da-small", "--weights", "random"]])
-def test_pipeline_refuses_prompted_models_in_one_line(argv, tmp_path, capsys):
-    (tmp_path / "m.tflite").write_bytes(b"")
-    argv = [str(tmp_path / "m.tflite") if a == "MODEL" else a for a in argv]
-    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "prompt depth" in err and "benchmarks/prompt_da.py" in err
-    assert not (tmp_path / "out").exists()
-
-
+# ------------------------------------------------------------------------------------------------------ the pipeline
 @pytest.fixture(scope="module")
-def tflite(weights, tmp_path_factory):
-    from depthport.export.litert import export_tflite
+def exported(tmp_path_factory):
+    """`depthport export prompt-da-tiny` end to end: ledger, LiteRT FP32, check, verify with prompts, bench, card."""
+    out = tmp_path_factory.mktemp("prompt-export") / "out"
+    assert main(["export", "prompt-da-tiny", "--targets", "litert-fp32", "--out", str(out)]) == 0
+    return out, json.loads((out / "report.json").read_text())
 
-    model = build(SPEC, HW, weights).model
-    return model, export_tflite(model, HW, tmp_path_factory.mktemp("prompt") / "prompt_da_tiny.tflite")
+
+def test_export_verifies_with_prompts_and_ships(exported):
+    _, report = exported
+    (art,) = report["artifacts"]
+    assert art["status"] == "shipped" and art["checks"]["parity"]["state"] == "pass"
+    assert art["checks"]["gpu_static"]["state"] == "pass" and art["checks"]["fp16_compute"]["state"] == "pass"
+    assert report["prompt_shape"] == [1, 1, 192, 256] and report["output_units"]["unit"] == "m"
+    assert art["parity"]["rel_l2_pooled"] <= 1e-5 and art["parity"]["fp64_error_ratio"] < 2
+    prompts = report["verify"]["prompts"]
+    assert prompts["motorcycle_left"] == "simulated LiDAR of the ground truth" and len(prompts) == 6
+    assert art["accuracy"]["metric"] and art["accuracy"]["to_metres"] == 1.0
+    assert all(step["exact"] and step["rel_l2_step"] < 1e-5 for step in report["rewrite_ledger"])
+    assert art["latency_ms"]["median"] > 0
 
 
-def test_litert_file_has_named_inputs_passes_the_gpu_rules_and_matches_eager(tflite):
+def test_litert_file_has_named_inputs_passes_the_gpu_rules_and_matches_eager(exported, weights):
     from ai_edge_litert.interpreter import Interpreter
 
     from depthport.check.static import check_static, has_errors
 
-    model, path = tflite
+    path = exported[0] / "prompt_da_tiny_fp32.tflite"
     interpreter = Interpreter(str(path))
     assert interpreter.get_signature_list()["serving_default"]["inputs"] == ["image", "prompt"]
     x, p = inputs(HW, (192, 256), seed=3)
     (out,) = interpreter.get_signature_runner()(image=x.numpy(), prompt=p.numpy()).values()
     with torch.no_grad():
-        assert rel_l2(torch.from_numpy(np.asarray(out)), model(x, p)) <= 1e-5
+        assert rel_l2(torch.from_numpy(np.asarray(out)), build(SPEC, HW, weights).model(x, p)) <= 1e-5
     assert not has_errors(check_static(path))
 
 
 @pytest.mark.gpu
-def test_litert_file_runs_fully_on_the_gpu_accelerator(tflite):
+def test_litert_file_runs_fully_on_the_gpu_accelerator(exported):
     from depthport.check.gpu_runtime import run_gpu_check
 
     vulkan_or_skip()
-    result = run_gpu_check(tflite[1])
+    result = run_gpu_check(exported[0] / "prompt_da_tiny_fp32.tflite")
     assert result["fully_delegated"] is True and result["rejected_ops"] == [], result["note"]
     assert result["numeric_ok"] and result["rel_l2_vs_cpu"] < 1e-4
+
+
+def test_verify_command_feeds_the_prompts(exported, tmp_path):
+    out = tmp_path / "v"
+    assert main(["verify", str(exported[0] / "prompt_da_tiny_fp32.tflite"), "--images", ASSET, "--out", str(out),
+                 "--no-fp64"]) == 2  # a user's image needs its prompt beside it
+    photo = tmp_path / "photos" / "cat.jpg"
+    photo.parent.mkdir()
+    Image.open(ASSET).save(photo)
+    save_prompt_png(photo.with_name("cat.prompt.png"), (192, 256))
+    assert main(["verify", str(exported[0] / "prompt_da_tiny_fp32.tflite"), "--images", str(photo.parent),
+                 "--out", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["verify"]["prompts"] == {"cat.jpg": "cat.prompt.png"} and report["prompt_shape"] == [1, 1, 192, 256]
+    assert report["artifacts"][0]["checks"]["parity"]["state"] == "pass"
+
+
+def save_prompt_png(path, hw, low_m=0.8, high_m=4.0):
+    """A 16-bit PNG in millimetres, as an ARKit / DEPTH16 app saves depth."""
+    ramp = np.linspace(low_m, high_m, hw[0] * hw[1]).reshape(hw)
+    Image.fromarray((ramp * 1000).astype(np.uint16)).save(path)
+    return path
+
+
+def test_predict_takes_the_prompt_and_writes_metres_at_the_photo_size(exported, tmp_path):
+    prompt = save_prompt_png(tmp_path / "depth.png", (192, 256))
+    npy = tmp_path / "d.npy"
+    assert main(["predict", str(exported[0] / "prompt_da_tiny_fp32.tflite"), ASSET, "-o", str(tmp_path / "d.png"),
+                 "--npy", str(npy), "--prompt", str(prompt)]) == 0
+    depth = np.load(npy)
+    photo = Image.open(ASSET)
+    assert depth.shape == (photo.height, photo.width) and Image.open(tmp_path / "d.png").size == photo.size
+    assert 0.7 < float(np.median(depth)) < 4.1 and float(depth.std()) > 0.01
+
+
+BAD_PROMPTS = {
+    "missing": (None, "takes a prompt depth map beside the image (192x256): pass --prompt"),
+    "portrait": (lambda p: np.save(p, np.linspace(0.5, 4.0, 256 * 192).reshape(256, 192)),
+                 "is 256x192 but the model takes a 192x256 prompt"),
+    "8-bit png": (lambda p: Image.fromarray(np.arange(192 * 256, dtype=np.uint8).reshape(192, 256)).save(p),
+                  "is a L image: a prompt PNG holds 16-bit millimetres"),
+    "nan": (lambda p: np.save(p, np.full((192, 256), np.nan, np.float32)), "has NaN or infinite values"),
+    "zeros": (lambda p: np.save(p, np.zeros((192, 256), np.float32)), "is 0 m everywhere"),
+    "millimetres in npy": (lambda p: np.save(p, np.linspace(500, 4000, 192 * 256).reshape(192, 256)),
+                           "too far for metres (millimetres?)"),
+    "not a prompt": (lambda p: p.write_text("hello"), "cannot read prompt"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_PROMPTS))
+def test_bad_prompt_is_one_line_exit_2_and_nothing_written(exported, tmp_path, capsys, case):
+    make, message = BAD_PROMPTS[case]
+    argv = ["predict", str(exported[0] / "prompt_da_tiny_fp32.tflite"), ASSET, "-o", str(tmp_path / "out" / "d.png"),
+            "--npy", str(tmp_path / "out" / "d.npy")]
+    if make is not None:
+        prompt = tmp_path / ("p.png" if "png" in case else "p.npy")
+        make(prompt)
+        argv += ["--prompt", str(prompt)]
+    (tmp_path / "out").mkdir()
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert not any((tmp_path / "out").iterdir())
+
+
+def test_prompt_on_a_one_image_file_and_other_targets_are_refused(tiny_tflite, tmp_path, capsys):
+    prompt = save_prompt_png(tmp_path / "depth.png", (192, 256))
+    cases = [(["predict", str(tiny_tflite), ASSET, "-o", str(tmp_path / "d.png"), "--prompt", str(prompt)],
+              "--prompt is for files with a prompt depth input"),
+             (["export", "prompt-da-tiny", "--targets", "litert-fp32,onnx", "--out", str(tmp_path / "e")],
+              "targets for a prompted model: litert-fp32"),
+             (["export", "da2-tiny", "--prompt-size", "192x256", "--out", str(tmp_path / "e")],
+              "--prompt-size is for models with a prompt input")]
+    for argv, message in cases:
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "e").exists() and not (tmp_path / "d.png").exists()

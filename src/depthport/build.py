@@ -25,6 +25,11 @@ class Built:
     pos_formula: str
     rewrites: list[str] = field(default_factory=list)
 
+    @property
+    def prompt_hw(self) -> tuple[int, int] | None:
+        """The prompt depth input's shape of a prompted model, else None."""
+        return getattr(self.model, "prompt_hw", None)
+
 
 def architecture(spec: ModelSpec, input_hw: tuple[int, int], pos_formula: str, confidence: bool = False,
                  prompt_hw: tuple[int, int] | None = None) -> nn.Module:

@@ -39,6 +39,7 @@ class ExportOptions:
     fold_normalization: bool = False
     pos_formula: str | None = None
     fp16_safe: tuple[str, ...] = ()  # FP16 guards (rewrites.FP16_SAFE): "norm", "attention"
+    prompt_hw: tuple[int, int] | None = None  # a prompted model's prompt shape (default: the model's)
     command: str = ""
     stages: StageOptions = field(default_factory=StageOptions)
 
@@ -67,8 +68,13 @@ def ledger_stage(ctx: ExportContext, report: dict) -> None:
         return
     b = ctx.built
     x = to_tensor(Image.fromarray(skimage.data.chelsea()), b.input_hw)
+    if b.prompt_hw:
+        from .core.prompts import builtin_prompt, prompt_input
+
+        x = (x, prompt_input(builtin_prompt("chelsea", b.prompt_hw)[0], b.prompt_hw, "chelsea"))
     report["rewrite_ledger"] = measure(
-        lambda r: build(b.spec, b.input_hw, b.weights, rewrites=r, pos_formula=b.pos_formula).model,
+        lambda r: build(b.spec, b.input_hw, b.weights, rewrites=r, pos_formula=b.pos_formula,
+                        prompt_hw=b.prompt_hw).model,
         [n for n in b.rewrites if n != "fold_input_normalization"], x)
 
 
@@ -116,7 +122,8 @@ def run_export(opts: ExportOptions, progress=None) -> dict:
     require_folder(opts.out_dir)
     with progress.stage(f"build {spec.id} at {opts.input_hw[0]}x{opts.input_hw[1]}"):
         names = default_rewrites(opts.resize, opts.fold_normalization, opts.fp16_safe)
-        built = build(spec, opts.input_hw, opts.weights, rewrites=names, pos_formula=opts.pos_formula)
+        built = build(spec, opts.input_hw, opts.weights, rewrites=names, pos_formula=opts.pos_formula,
+                      prompt_hw=opts.prompt_hw)
     with staged(opts.out_dir) as folder:
         ctx = ExportContext(built, folder, spec.id.replace("-", "_"), options=opts.stages, progress=progress)
         report = new_report(opts, spec, built)
@@ -138,6 +145,10 @@ def base_model(spec: ModelSpec, weights) -> str | None:
     return spec.hf_repo or spec.official_repo or None
 
 
+PROMPT_LINE = ("second input 'prompt': coarse metric depth in metres (a phone's LiDAR / ToF map), min-max "
+               "normalised inside the model; the output is stretched back to its range")
+
+
 def base_model_chain(spec: ModelSpec, weights) -> list[str]:
     """``base_model`` followed by what that checkpoint says it was fine-tuned from (its model card or config)."""
     first = base_model(spec, weights)
@@ -156,6 +167,7 @@ def new_report(opts: ExportOptions, spec: ModelSpec, built) -> dict:
         "base_model": base_model(spec, built.weights),
         "base_model_chain": base_model_chain(spec, built.weights),
         "input_shape": [1, 3, *opts.input_hw],
+        **({"prompt_shape": [1, 1, *built.prompt_hw], "prompt": PROMPT_LINE} if built.prompt_hw else {}),
         "output": spec.output,
         "output_space": spec.output_space,
         "output_units": spec.units(),

@@ -101,7 +101,7 @@ class Predictor:
 
     def __init__(self, model_path: str | Path, letterbox: bool = False, threads: int = 2, accelerator: str = "cpu",
                  gpu_precision: str = "fp32", focal: float | None = None, model_size: bool = False,
-                 images: str | Path = "the image"):
+                 images: str | Path = "the image", prompt: str | Path | None = None):
         self.model_path = Path(model_path)
         self.units = output_units(self.model_path)
         check_focal(self.units, focal, self.model_path, images)
@@ -111,6 +111,20 @@ class Predictor:
         if len(self.runner.input_shape) != 4 or self.runner.input_shape[1] != 3:
             raise InputError(f"{self.model_path.name} does not take an image (input {list(self.runner.input_shape)})")
         self.hw = tuple(self.runner.input_shape[2:])
+        self.extra = self._prompt(prompt)
+
+    def _prompt(self, prompt: str | Path | None) -> tuple:
+        """The file's further input: the prompt depth (``--prompt``) of a prompted model, checked; else none."""
+        from .core.prompts import load_prompt, prompt_input
+
+        wants = tuple(getattr(self.runner, "extra_shapes", ()))
+        name = self.model_path.name
+        if wants and prompt is None:
+            raise InputError(f"{name} takes a prompt depth map beside the image ({wants[0][2]}x{wants[0][3]}): pass "
+                             "--prompt DEPTH, a 16-bit PNG in millimetres or an .npy in metres")
+        if prompt is not None and not wants:
+            raise InputError(f"--prompt is for files with a prompt depth input; {name} takes one image")
+        return (prompt_input(load_prompt(prompt), wants[0][2:], Path(prompt).name),) if prompt is not None else ()
 
     @property
     def metric(self) -> bool:
@@ -120,7 +134,7 @@ class Predictor:
         """Depth (H, W) of an RGB image: at the image's size, or the model's with ``model_size``; metres for a
         metric model."""
         x = model_input(image, self.model_path, self.hw, self.letterbox)
-        raw = np.asarray(self.runner.run(x)).reshape(self.hw)
+        raw = np.asarray(self.runner.run(x, *self.extra)).reshape(self.hw)
         depth = to_metres(raw, self.units, self.focal, image.size, self.letterbox)
         return depth if self.model_size else photo_size(depth, (image.height, image.width), self.letterbox)
 
@@ -143,14 +157,16 @@ def write_depth(depth: np.ndarray, picture: Image.Image, out_png: str | Path, ou
 
 def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path, out_npy: str | Path | None = None,
             letterbox: bool = False, threads: int = 2, accelerator: str = "cpu",
-            gpu_precision: str = "fp32", focal: float | None = None, model_size: bool = False) -> np.ndarray:
+            gpu_precision: str = "fp32", focal: float | None = None, model_size: bool = False,
+            prompt: str | Path | None = None) -> np.ndarray:
     """Depth (H, W) of one image at the image's displayed size (``photo_size``: bicubic, as transformers
     resizes it), or at the model's input size with ``model_size``; in metres for a metric model. Writes the
     colourised depth as a PNG of the same size (with a colour-bar legend in metres inside it for a metric model) and, with
     ``out_npy``, the depth as float32 .npy.
 
     ``focal`` is the camera's focal length in pixels of the image, which models whose metres need it require
-    (Depth Anything 3 Metric) and others refuse. ``accelerator="gpu"`` runs a .tflite on the LiteRT GPU
+    (Depth Anything 3 Metric) and others refuse. ``prompt`` is the prompt depth file (16-bit PNG in millimetres, or
+    .npy in metres) that prompted files (Prompt Depth Anything) require and others refuse. ``accelerator="gpu"`` runs a .tflite on the LiteRT GPU
     accelerator with ``gpu_precision`` compute (FP32 unless "fp16" is asked for). The output paths are checked
     before anything runs (an existing folder, or a file where a folder should be, is an InputError); the PNG and
     the .npy are written together or not at all."""
@@ -163,7 +179,8 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
                 raise InputError(f"{option} {out} would overwrite {taken[key]}; give another file name")
             taken[key] = f"the {option} file"
     image = load_image(image_path)
-    predictor = Predictor(model_path, letterbox, threads, accelerator, gpu_precision, focal, model_size, image_path)
+    predictor = Predictor(model_path, letterbox, threads, accelerator, gpu_precision, focal, model_size, image_path,
+                          prompt)
     depth = predictor.depth(image)
     write_depth(depth, predictor.picture(depth), out_png, out_npy)
     return depth

@@ -13,7 +13,7 @@ from ..errors import InputError, error_text
 from ..runtimes import load_runner
 from . import roofline
 from .probe import SMALL, probe_entries, summarize
-from .timing import METHOD, Entry, sample_input, time_interleaved
+from .timing import METHOD, runner_entry, time_interleaved
 
 ROUNDS, ITERS, WARMUP = 3, 2, 1
 
@@ -34,7 +34,7 @@ def apply(ctx, report: dict) -> None:
         except (InputError, ModuleNotFoundError, RuntimeError) as exc:
             art["latency_ms"] = {"error": error_text(exc)}
             continue
-        entries.append(Entry(art["file"], runner, sample_input(runner.input_shape)))
+        entries.append(runner_entry(art["file"], runner))
         timed.append(art)
     if not entries:
         return

@@ -29,10 +29,22 @@ class Entry:
     label: str
     runner: object
     x: np.ndarray
+    extra: tuple = ()  # the inputs after the image (a prompted model's prompt)
 
 
 def sample_input(shape, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(tuple(int(d) for d in shape)).astype(np.float32)
+
+
+def sample_inputs(runner, seed: int = 0) -> tuple[np.ndarray, tuple]:
+    """(image, further inputs) of random normal values in the shapes ``runner`` takes."""
+    extra = tuple(sample_input(s, seed + 1 + i) for i, s in enumerate(getattr(runner, "extra_shapes", ())))
+    return sample_input(runner.input_shape, seed), extra
+
+
+def runner_entry(label: str, runner) -> Entry:
+    """An Entry timing ``runner`` on random inputs of its shapes."""
+    return Entry(label, runner, *sample_inputs(runner))
 
 
 def paired_ratio(rec: dict, base: dict) -> float:
@@ -51,7 +63,7 @@ def time_interleaved(entries: list[Entry], rounds: int = 6, warmup: int = 1, ite
         raise ValueError("rounds and iters must be >= 1, warmup >= 0")
     for e in entries:
         for _ in range(warmup):
-            np.asarray(e.runner.run(e.x))
+            np.asarray(e.runner.run(e.x, *e.extra))
     wall = np.zeros((len(entries), rounds, iters))
     cpu = np.zeros_like(wall)
     for r in range(rounds):
@@ -60,7 +72,7 @@ def time_interleaved(entries: list[Entry], rounds: int = 6, warmup: int = 1, ite
         for i, e in enumerate(entries):
             for k in range(iters):
                 c0, t0 = time.process_time(), time.perf_counter()
-                np.asarray(e.runner.run(e.x))
+                np.asarray(e.runner.run(e.x, *e.extra))
                 wall[i, r, k], cpu[i, r, k] = time.perf_counter() - t0, time.process_time() - c0
     wall, cpu = wall * 1e3, cpu * 1e3
     per_round = np.median(wall, axis=2)
@@ -101,9 +113,9 @@ def _memory_child(path: str, threads: int, options: dict) -> None:
     before = _peak_rss_kb()
     with native_stderr_muted():
         runner = load_runner(path, threads=threads, **options)
-        x = sample_input(runner.input_shape)
-        runner.run(x)
-        runner.run(x)
+        x, extra = sample_inputs(runner)
+        runner.run(x, *extra)
+        runner.run(x, *extra)
     peak = _peak_rss_kb()
     print(json.dumps({"peak_rss_mb": peak / 1024, "delta_mb": (peak - before) / 1024}))
 

@@ -20,13 +20,13 @@ METRIC_TOLERANCE_M = 0.05
 
 def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: bool = True,
                  accumulate: str = "fp16", images: list | None = None, unit: str = "", on_image=None,
-                 target: str = "xnnpack-fp16") -> dict:
+                 target: str = "xnnpack-fp16", prompts: dict | None = None) -> dict:
     """FP16-compute prediction over ``images`` ([(name, PIL image)], default the built-in chelsea); when it
     says FP32 must be enforced, also the prediction with the ``fp16_safe_norm`` rewrite applied ("xnnpack":
     of the ``xnnpack-fp16`` target's form, ``xnnpack_fp16_form``, which pre-scales its norms). With a ``unit``
     (a metric output: "m", or "m at focal 300 px"), FP16 is also judged by its mean error in that unit. ``target``
-    names the fp16 .pte target whose form "xnnpack" simulates.
-    ``on_image(done, total)`` follows the images (``simulate_fp16``'s ``on_input``)."""
+    names the fp16 .pte target whose form "xnnpack" simulates. ``prompts`` ({image name: (1, 1, h, w)}) feed a
+    prompted model. ``on_image(done, total)`` follows the images (``simulate_fp16``'s ``on_input``)."""
     import skimage.data
     from PIL import Image
 
@@ -34,6 +34,8 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
 
     images = images or [("chelsea", Image.fromarray(skimage.data.chelsea()))]
     x = [torch.from_numpy(to_tensor(img, input_hw, normalize=normalize)) for _, img in images]
+    if prompts:
+        x = [(image, torch.from_numpy(prompts[name])) for image, (name, _) in zip(x, images)]
     if accumulate == "xnnpack":  # XNNPACK's kernels run the xnnpack-fp16 file's form
         model = xnnpack_fp16_form(model, target=target)
     entry = simulate_fp16(model, x, accumulate=accumulate, on_input=on_image).as_entry()

@@ -78,13 +78,18 @@ def fp16_prediction(ctx: ExportContext, accumulate: str | None = None,
     key = f"{mode}:{target}" if mode == "xnnpack" else mode
     if key not in ctx.fp16_predictions:
         from ..core.images import image_set
+        from ..core.prompts import prompt_set
 
         what = f"FP16-compute prediction ({mode} accumulation)"
         ctx.detail(what)
+        images = image_set(ctx.options.images)[1]
+        prompts = (prompt_set(ctx.options.images, [n for n, _ in images], ctx.built.prompt_hw)[0]
+                   if ctx.built.prompt_hw else None)
         ctx.fp16_predictions[key] = predict_fp16(
             ctx.built.model, ctx.built.input_hw, normalize="fold_input_normalization" not in ctx.built.rewrites,
-            accumulate=mode, images=image_set(ctx.options.images)[1], unit=ctx.built.spec.units()["label"] or "",
-            on_image=lambda done, total: ctx.detail(f"{what}: images {done}/{total}", done, total), target=target)
+            accumulate=mode, images=images, unit=ctx.built.spec.units()["label"] or "",
+            on_image=lambda done, total: ctx.detail(f"{what}: images {done}/{total}", done, total), target=target,
+            prompts=prompts)
         if mode == "fp16" and ctx.fp16_predictions[mode]["needs_enforce_f32"]:
             # LiteRT's FP16_WITH_FP32_ACCUM: FP16 tensors, FP32 accumulation (the GPU mode between the two)
             accum = fp16_prediction(ctx, "fp32")

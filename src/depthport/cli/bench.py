@@ -41,7 +41,7 @@ def add_parser(subparsers):
 
 
 def entries_for(args) -> list:
-    from ..bench.timing import Entry, sample_input
+    from ..bench.timing import runner_entry
     from ..runtimes import load_runner
 
     entries = []
@@ -54,7 +54,7 @@ def entries_for(args) -> list:
         for api in (apis if path.suffix == ".tflite" else [None]):
             runner = load_runner(path, threads=args.threads, **({"api": api} if api else {}), **accel)
             label = path.name + (f" [{api}]" if args.api == "both" and api else "")
-            entries.append(Entry(label, runner, sample_input(runner.input_shape)))
+            entries.append(runner_entry(label, runner))
     if args.torch:
         entries.append(torch_entry(args, entries))
     return entries
@@ -65,7 +65,7 @@ def torch_entry(args, entries):
     from ..build import resolve_weights
     from ..preprocess import parse_size
     from ..reference import reference_model
-    from ..registry import pipeline_spec
+    from ..registry import image_only_spec
     from ..runtimes.torch import TorchRunner
 
     if args.size:
@@ -74,7 +74,7 @@ def torch_entry(args, entries):
         hw = tuple(entries[0].runner.input_shape[-2:])
     else:
         raise InputError("--torch without files needs --size HxW")
-    spec = pipeline_spec(args.torch)
+    spec = image_only_spec(args.torch, "bench --torch")
     runner = TorchRunner(reference_model(spec, resolve_weights(spec, args.weights)), hw, args.threads,
                          "torch-eager")
     return Entry(f"torch eager ({spec.id}, upstream)", runner, sample_input(runner.input_shape))

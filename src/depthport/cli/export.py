@@ -24,6 +24,9 @@ def add_parser(subparsers):
     p.add_argument("--long-side", type=int, help="long side in pixels, with --aspect")
     p.add_argument("--aspect", help="W:H aspect for --long-side (e.g. 4:3, 9:16)")
     p.add_argument("--targets", default="litert-fp32", help="comma-separated export targets")
+    p.add_argument("--prompt-size", metavar="HxW",
+                   help="prompted models (prompt-da-*): the prompt depth's shape (default: ARKit's 192x256; portrait "
+                        "256x192)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--resize", choices=["exact", "approx"], default="exact",
                    help="exact: align_corners=True as band matrices; approx: GPU-native align_corners=False")
@@ -69,6 +72,15 @@ def published_weights(spec) -> str:
     return spec.hf_repo or spec.official_repo or "random"
 
 
+def prompt_size(args, spec, parse_size) -> tuple[int, int] | None:
+    """--prompt-size for a prompted model (refused for the others)."""
+    from ..errors import InputError
+
+    if args.prompt_size and not spec.prompted:
+        raise InputError(f"--prompt-size is for models with a prompt input (prompt-da-*); {spec.id} has none")
+    return parse_size(args.prompt_size, multiple=1) if args.prompt_size else None
+
+
 def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
     """'518x518,392x700' -> ((518, 518), (392, 700)); each a multiple of 14 on both sides."""
     from ..preprocess import parse_size
@@ -84,10 +96,11 @@ def options_from(args):
     from ..export.context import StageOptions
     from ..outdir import require_folder
     from ..pipeline import ExportOptions, parse_targets
-    from ..registry import pipeline_spec
+    from ..preprocess import parse_size
+    from ..registry import get_spec, require_targets
     from ..verify.gates import thresholds
 
-    spec = pipeline_spec(args.model)
+    spec = get_spec(args.model)
     skip = frozenset(s.strip() for s in args.skip.split(",") if s.strip())
     if skip - set(SKIPPABLE):
         raise InputError(f"cannot skip {', '.join(sorted(skip - set(SKIPPABLE)))}; skippable: {', '.join(SKIPPABLE)}")
@@ -100,7 +113,8 @@ def options_from(args):
                          targets=parse_targets(args.targets), resize=args.resize,
                          fold_normalization=args.fold_normalization, pos_formula=args.pos_embed,
                          fp16_safe=("norm", "attention") if args.fp16_safe else ("norm",) if args.fp16_safe_norm else (),
-                         command=command_line(), stages=stages)
+                         prompt_hw=prompt_size(args, spec, parse_size), command=command_line(), stages=stages)
+    require_targets(spec, opts.targets)
     thresholds(args.gate)
     if args.images:
         image_set(args.images)

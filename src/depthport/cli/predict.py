@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import InputError
 from .common import accelerator_options, add_accelerator_args, add_threads, console, status_console
 from .progress import item_progress
 
@@ -32,6 +33,9 @@ def add_parser(subparsers):
                    help="the camera's focal length in pixels of the input: required by models whose metres need it "
                         "(da3-metric-large: metres = value x focal_px / 300 at the input size)")
     p.add_argument("--letterbox", action="store_true", help="pad to the model's aspect instead of stretching")
+    p.add_argument("--prompt", metavar="DEPTH",
+                   help="prompted models (prompt-da-*): the coarse metric depth of the photo, a 16-bit PNG in "
+                        "millimetres or an .npy in metres, at the file's prompt shape (e.g. ARKit's 192x256)")
     add_threads(p)
     add_accelerator_args(p)
     p.add_argument("-v", "--verbose", action="store_true")
@@ -45,6 +49,8 @@ def run(args) -> int:
     options = dict(letterbox=args.letterbox, threads=args.threads, focal=args.focal, model_size=args.model_size,
                    **accelerator_options(args))
     inputs = open_inputs(args.image)
+    if args.prompt and inputs.kind != "image":
+        raise InputError("--prompt goes with one image (its prompt depth map); run each image with its own prompt")
     out = Path(args.output or DEFAULT_OUTPUT[inputs.kind])
     code = _one(args, out, options) if inputs.kind == "image" else _many(args, inputs, out, options)
     if export_report(Path(args.file)).get("random_weights"):
@@ -59,7 +65,7 @@ def _one(args, out: Path, options: dict) -> int:
 
     npy = out.with_suffix(".npy") if args.npy == "" else args.npy
     with native_stderr_muted(not args.verbose):
-        depth = predict(args.file, args.image, out, npy, **options)
+        depth = predict(args.file, args.image, out, npy, prompt=args.prompt, **options)
     unit = " m" if (output_units(Path(args.file)) or {}).get("metric") else ""
     console().print(f"wrote {out}" + (f" and {npy}" if npy else "") + f": depth {depth.shape[0]}x"
                     f"{depth.shape[1]}, range {depth.min():.4g}..{depth.max():.4g}{unit}")

@@ -68,13 +68,14 @@ def run(args) -> int:
     from ..build import build
     from ..check.fp16_compute import fp16_arithmetic_entry, predict_fp16
     from ..core.images import image_set
+    from ..core.prompts import prompt_set
     from ..core.provenance import command_line, machine, versions
     from ..core.schema import PASS, dumps
     from ..export.context import ExportContext, StageOptions
     from ..export.targets import FP16_PTE_TARGETS
     from ..preprocess import parse_size
     from ..quiet import native_stderr_muted
-    from ..registry import pipeline_spec
+    from ..registry import get_spec
     from ..report.html import write_html
     from ..rewrites import default_rewrites
     from ..runtimes import load_runner
@@ -95,26 +96,34 @@ def run(args) -> int:
     weights = args.weights or info.get("weights")
     if not weights:
         raise InputError("no --weights given and no report.json beside the file names them")
-    spec = pipeline_spec(model_id)
+    spec = get_spec(model_id)
     thresholds = gates.thresholds(args.gate, spec.metric)
     threads = args.threads
     console = Console(stderr=True)
     with console.status("verifying") as status, native_stderr_muted(not args.verbose):
-        shape = tuple(load_runner(paths[0], threads=threads).input_shape)
+        first = load_runner(paths[0], threads=threads)
+        shape, extra = tuple(first.input_shape), tuple(getattr(first, "extra_shapes", ()))
         input_hw = parse_size(args.size) if args.size else tuple(shape[-2:])
+        prompt_hw = tuple(extra[0][-2:]) if extra and spec.prompted else None
+        if bool(extra) != spec.prompted:
+            raise InputError(f"{paths[0].name} takes {1 + len(extra)} input(s) but {spec.id} "
+                             f"{'takes a prompt beside the image' if spec.prompted else 'takes one image'}")
         for path in paths:
             check_shapes(load_runner(path, threads=threads), input_hw, path.name)
         source, images = image_set(args.images)
         rewrites = info.get("rewrites") or default_rewrites()
         normalized = "fold_input_normalization" not in rewrites
         status.update(f"building {spec.id} at {input_hw[0]}x{input_hw[1]}")
-        built = build(spec, input_hw, weights, rewrites=rewrites, pos_formula=info.get("pos_embed_formula"))
+        built = build(spec, input_hw, weights, rewrites=rewrites, pos_formula=info.get("pos_embed_formula"),
+                      prompt_hw=prompt_hw)
+        prompts, origins = (prompt_set(args.images, [n for n, _ in images], prompt_hw) if prompt_hw
+                            else (None, None))
         known = {p: artifact_info(sibling_report(p), p) for p in paths}  # each file's entry in its export's report
         precisions = {args.precision or known[p].get("precision") for p in paths}
         try:
             refs = make_references(spec, built.weights, input_hw, None if args.no_eager else built.model, normalized,
                                    images, threads, fp64="fp32" in precisions and not args.no_fp64,
-                                   cache=not args.no_cache)
+                                   cache=not args.no_cache, prompts=prompts)
         except ModuleNotFoundError as exc:
             raise MissingDependency(exc.name or "?", f"the upstream reference of {spec.id}") from None
         report = {"command": command_line(), "model": spec.id,
@@ -122,7 +131,9 @@ def run(args) -> int:
                   "random_weights": built.weights.random, "input_shape": [1, 3, *input_hw],
                   "output": spec.output, "output_space": spec.output_space, "output_units": spec.units(),
                   "versions": versions(), "machine": machine(), "artifacts": []}
-        record_references(report, refs, source, threads, built.weights.random)
+        if prompt_hw:
+            report["prompt_shape"] = [1, 1, *prompt_hw]
+        record_references(report, refs, source, threads, built.weights.random, prompt_origins=origins)
         unit = gates.unit_label(spec.units())
         for path in paths:
             precision = args.precision or known[path].get("precision")
@@ -134,7 +145,7 @@ def run(args) -> int:
                 status.update(f"predicting XNNPACK's FP16 arithmetic for {path.name}")
                 art["fp16_arithmetic"] = fp16_arithmetic_entry(lambda: predict_fp16(
                     built.model, input_hw, normalize=normalized, accumulate="xnnpack", images=images, unit=unit,
-                    target=art["target"] if art["target"] in FP16_PTE_TARGETS else "xnnpack-fp16"))
+                    target=art["target"] if art["target"] in FP16_PTE_TARGETS else "xnnpack-fp16", prompts=prompts))
             report["artifacts"].append(art)
         options = StageOptions(images=args.images, threads=threads, gates=args.gate, no_fp64=args.no_fp64)
         ctx = ExportContext(built, Path("."), spec.id.replace("-", "_"), options=options,

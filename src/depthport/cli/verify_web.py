@@ -24,12 +24,12 @@ def measure(args, folder: Path, config: dict):
     """(built, refs, source, WebResult) for one web folder."""
     from ..build import build
     from ..core.images import image_set
-    from ..registry import pipeline_spec
+    from ..registry import image_only_spec
     from ..verify.stage import make_references
     from ..verify.web_folder import WebJob, verify_folder
 
     backends = parse_backends(args.backends)
-    spec = pipeline_spec(args.reference or config["model"])
+    spec = image_only_spec(args.reference or config["model"], "the web page")
     hw = tuple(config["input_shape"][2:])
     source, images = image_set(args.images)
     built = build(spec, hw, args.weights or config["weights"], rewrites=config.get("rewrites"),

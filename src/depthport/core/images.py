@@ -8,6 +8,7 @@ import numpy as np
 from PIL import Image
 
 from ..preprocess import InputError, load_image
+from .prompts import is_prompt_file
 
 # Natural photographs whose files ship inside the scikit-image wheel (no download; checked offline with
 # scikit-image 0.26). Others in skimage.data (kidney, lily, skin, eagle, ...) are fetched from the network.
@@ -41,7 +42,8 @@ def image_files(folder: str | Path) -> list[Path]:
     if not folder.is_dir():
         raise InputError(f"image folder not found: {folder}")
     try:
-        files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
+        files = sorted(p for p in folder.iterdir()
+                       if p.is_file() and p.suffix.lower() in SUFFIXES and not is_prompt_file(p))
     except OSError as exc:
         raise InputError(f"cannot list the image folder {folder}: {exc.strerror or exc}") from None
     if not files:

@@ -41,7 +41,7 @@ def small_export(built, folder: Path, suffix: str = ".tflite", memo: dict | None
 
         if "model" not in memo:
             memo["model"] = build(built.spec, hw, built.weights, rewrites=built.rewrites,
-                                  pos_formula=built.pos_formula).model
+                                  pos_formula=built.pos_formula, prompt_hw=built.prompt_hw).model
         path = Path(folder) / f"small_{hw[0]}x{hw[1]}_fp32{suffix}"
         if suffix == ".onnx":
             from .onnx import export_onnx

@@ -320,10 +320,15 @@ def _reference_run(model: nn.Module, x: torch.Tensor, trace: _Trace, store_limit
     handles = _hook(model, trace, mode, keep)
     try:
         with mode:
-            return model(x), stored
+            return model(*_args(x)), stored
     finally:
         for h in handles:
             h.remove()
+
+
+def _args(x) -> tuple:
+    """A model's positional inputs: one tensor, or a tuple of them (image and prompt)."""
+    return x if isinstance(x, tuple) else (x,)
 
 
 def _in_scope(name: str, scopes) -> bool:
@@ -366,7 +371,7 @@ def _simulated_run(sim: nn.Module, x: torch.Tensor, trace: _Trace, stored: dict,
     handles = _keep_fp32(sim, mode, fp32_scopes) + _hook(sim, trace, mode, compare)
     try:
         with mode:
-            return sim(x)
+            return sim(*_args(x))
     finally:
         for h in handles:
             h.remove()

@@ -21,7 +21,9 @@ def units_view(report: dict) -> dict:
     set when metres need the camera's focal length (metres = value x focal_px / focal_reference)."""
     units = report.get("output_units") or {}
     meaning = MEANING.get(report.get("output_space", ""), DEFAULT_MEANING)
-    if units.get("meaning") == "metres":
+    if units.get("meaning") == "metres" and units.get("max_depth_m") is None:
+        meaning = "depth in metres, within the prompt's range (larger = farther)"
+    elif units.get("meaning") == "metres":
         meaning = f"depth in metres, 0 to {units['max_depth_m']:g} m (larger = farther)"
     elif units.get("focal_reference_px"):
         meaning = f"canonical depth: {focal_formula(units['focal_reference_px'])} (larger = farther)"
@@ -69,6 +71,7 @@ def snippet_view(report: dict, art: dict, kind: str, template: str) -> dict:
     """What one snippet template reads: the file, its shapes, its preprocessing and the GPU precision to set."""
     _, _, h, w = art["input_shape"]
     precision, why = gpu_precision(report, art)
+    prompt = report.get("prompt_shape")
     out_shape = list(art["output_shape"])
     return {"template": "snippets/" + template, "kind": kind, "file": art["file"],
             "stem": art["file"].rsplit(".", 1)[0], "h": h, "w": w, "input_shape": [1, 3, h, w],
@@ -77,6 +80,7 @@ def snippet_view(report: dict, art: dict, kind: str, template: str) -> dict:
             "gpu_precision": precision, "gpu_precision_why": why,
             "backend": art.get("backend", "xnnpack"), "precision": art.get("precision", "fp32"),
             "resize": resize_kind(report),
+            "prompt": {"h": prompt[2], "w": prompt[3], "tuple": str(tuple(prompt))} if prompt else None,
             "litert_version": (report.get("versions") or {}).get("ai-edge-litert", "2.3.0"),
             "executorch_version": (report.get("versions") or {}).get("executorch", "1.5.1")}
 

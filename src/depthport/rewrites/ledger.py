@@ -10,15 +10,16 @@ from .steps import REWRITES
 
 
 @torch.no_grad()
-def measure(build_fn, names: list[str], x: np.ndarray | torch.Tensor) -> list[dict]:
+def measure(build_fn, names: list[str], x) -> list[dict]:
     """``build_fn(rewrites) -> model``. Applies ``names`` cumulatively; each entry compares the output after
-    the step with the output before it and with the un-rewritten model."""
-    x = torch.as_tensor(x)
-    base = build_fn([])(x)
+    the step with the output before it and with the un-rewritten model. ``x``: the input, or a tuple of the
+    inputs (image and prompt)."""
+    x = tuple(torch.as_tensor(a) for a in (x if isinstance(x, tuple) else (x,)))
+    base = build_fn([])(*x)
     previous, applied, ledger = base, [], []
     for name in names:
         applied.append(name)
-        out = build_fn(list(applied))(x)
+        out = build_fn(list(applied))(*x)
         ledger.append({
             "rewrite": name,
             "exact": REWRITES[name].exact,

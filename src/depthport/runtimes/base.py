@@ -10,10 +10,15 @@ from .validate import validate_model_file
 
 
 class Runner(Protocol):
+    """``input_shape`` is the image's; ``extra_shapes`` those of the file's further inputs, in order (Prompt Depth
+    Anything's prompt depth), which ``run`` takes after the image."""
+
     runtime: str
     input_shape: tuple[int, ...]
+    extra_shapes: tuple[tuple[int, ...], ...]
 
-    def run(self, x: np.ndarray) -> np.ndarray: ...
+    def run(self, x: np.ndarray, *extra: np.ndarray) -> np.ndarray: ...
+
 
 
 def _litert():

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from .inputs import checked_inputs
 
 # Runners whose methods are loaded. XNNPACK binds the process-wide threadpool when a method is loaded, so the pool
 # may only be resized while none is alive: resizing under a loaded method frees the pool it still uses (seen here
@@ -56,14 +57,13 @@ class ExecuTorchRunner:
                                  f"available here: {backends})") from None
         _LIVE.add(self)
         meta = self._method.metadata
-        self.input_shape = tuple(int(d) for d in meta.input_tensor_meta(0).sizes())
+        shapes = [tuple(int(d) for d in meta.input_tensor_meta(i).sizes()) for i in range(meta.num_inputs())]
+        self.input_shape, self.extra_shapes = shapes[0], tuple(shapes[1:])
         self.output_shape = tuple(int(d) for d in meta.output_tensor_meta(0).sizes())
 
-    def run(self, x: np.ndarray) -> np.ndarray:
+    def run(self, x: np.ndarray, *extra: np.ndarray) -> np.ndarray:
         import torch
 
-        x = np.ascontiguousarray(x, dtype=np.float32)
-        if tuple(x.shape) != self.input_shape:
-            raise InputError(f"{self.path.name} takes input {list(self.input_shape)}, got {list(x.shape)}")
-        out = self._method.execute([torch.from_numpy(x)])[0]
+        arrays = checked_inputs(self.path.name, (self.input_shape, *self.extra_shapes), (x, *extra))
+        out = self._method.execute([torch.from_numpy(a) for a in arrays])[0]
         return np.array(out.detach().numpy(), dtype=np.float32)

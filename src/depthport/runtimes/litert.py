@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from .inputs import checked_inputs
 from .litert_options import compiled_options
 
 
@@ -52,8 +53,9 @@ class LiteRTRunner:
         self._interp = Interpreter(model_path=str(self.path), num_threads=self.threads)
         self._runner = self._interp.get_signature_runner()
         detail = self._runner.get_input_details()
-        self._input_name = next(iter(detail))
-        self.input_shape = tuple(int(d) for d in detail[self._input_name]["shape"])
+        self._input_names = list(detail)
+        shapes = [tuple(int(d) for d in detail[name]["shape"]) for name in self._input_names]
+        self.input_shape, self.extra_shapes = shapes[0], tuple(shapes[1:])
 
     def _compile(self):
         """The file's CompiledModel on the CPU with ``threads`` threads."""
@@ -66,18 +68,17 @@ class LiteRTRunner:
         self._inputs = self._model.create_input_buffers(0)
         self._outputs = self._model.create_output_buffers(0)
         key = self._model.get_signature_by_index(0)["key"]
-        inp = next(iter(self._model.get_input_tensor_details(key).values()))
+        shapes = [tuple(int(d) for d in t["shape"]) for t in self._model.get_input_tensor_details(key).values()]
         out = next(iter(self._model.get_output_tensor_details(key).values()))
-        self.input_shape = tuple(int(d) for d in inp["shape"])
+        self.input_shape, self.extra_shapes = shapes[0], tuple(shapes[1:])
         self._output_shape = tuple(int(d) for d in out["shape"])
 
-    def run(self, x: np.ndarray) -> np.ndarray:
-        x = np.ascontiguousarray(x, dtype=np.float32)
-        if tuple(x.shape) != self.input_shape:
-            raise InputError(f"{self.path.name} takes input {list(self.input_shape)}, got {list(x.shape)}")
+    def run(self, x: np.ndarray, *extra: np.ndarray) -> np.ndarray:
+        arrays = checked_inputs(self.path.name, (self.input_shape, *self.extra_shapes), (x, *extra))
         if self.api != "compiled":
-            return np.asarray(self._runner(**{self._input_name: x})["output_0"])
-        self._inputs[0].write(x)
+            return np.asarray(self._runner(**dict(zip(self._input_names, arrays)))["output_0"])
+        for buffer, array in zip(self._inputs, arrays):
+            buffer.write(array)
         self._model.run_by_index(0, self._inputs, self._outputs)
         n = int(np.prod(self._output_shape))
         return np.asarray(self._outputs[0].read(n, np.float32)).reshape(self._output_shape)

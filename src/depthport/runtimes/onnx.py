@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from .inputs import checked_inputs
 
 
 class OnnxRunner:
@@ -32,8 +33,9 @@ class OnnxRunner:
             self._session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own exception types (Fail, InvalidGraph, ...)
             raise InputError(f"onnxruntime cannot load {self.path.name}: {str(exc).splitlines()[0]}") from None
-        inp = self._session.get_inputs()[0]
-        self._input_name = inp.name
+        inp, *others = self._session.get_inputs()
+        self._input_names = [i.name for i in (inp, *others)]
+        self.extra_shapes = tuple(tuple(o.shape) for o in others)
         self.dynamic = not all(isinstance(d, int) for d in inp.shape)
         self.input_shape = self._default_shape(inp.shape) if self.dynamic else tuple(inp.shape)
 
@@ -45,9 +47,9 @@ class OnnxRunner:
             raise InputError(f"{self.path.name} has a dynamic input shape {dims} and no depthport default shape")
         return (1, 3, int(h), int(w))
 
-    def run(self, x: np.ndarray) -> np.ndarray:
+    def run(self, x: np.ndarray, *extra: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x, dtype=np.float32)
         any_hw = self.dynamic and x.ndim == 4 and x.shape[:2] == (1, 3) and not (x.shape[2] % 14 or x.shape[3] % 14)
-        if not any_hw and tuple(x.shape) != self.input_shape:
-            raise InputError(f"{self.path.name} takes input {list(self.input_shape)}, got {list(x.shape)}")
-        return np.asarray(self._session.run(None, {self._input_name: x})[0], dtype=np.float32)
+        shape = tuple(x.shape) if any_hw else self.input_shape
+        arrays = checked_inputs(self.path.name, (shape, *self.extra_shapes), (x, *extra))
+        return np.asarray(self._session.run(None, dict(zip(self._input_names, arrays)))[0], dtype=np.float32)

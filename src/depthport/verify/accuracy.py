@@ -15,15 +15,12 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
+from ..core.ground_truth import BASELINE_M, DOFFS_PX, FOCAL_PX, depth_from_disparity, motorcycle
+
+__all__ = ["BASELINE_M", "DOFFS_PX", "FOCAL_PX", "depth_from_disparity", "motorcycle", "score"]
+
 DATASET = "Middlebury 2014 motorcycle, left view, ground-truth disparity (scikit-image stereo_motorcycle)"
-# Calibration of the 4x down-sampled pair, as scikit-image's stereo_motorcycle documents it.
-FOCAL_PX, DOFFS_PX, BASELINE_M = 994.978, 31.086, 0.193001
 SPACES = ("inverse depth", "depth")
-
-
-def depth_from_disparity(disparity: np.ndarray) -> np.ndarray:
-    """Metric depth in metres of the motorcycle scene (NaN stays NaN)."""
-    return BASELINE_M * FOCAL_PX / (np.asarray(disparity, np.float64) + DOFFS_PX)
 
 
 def focal_at(input_hw: tuple[int, int], image_hw: tuple[int, int]) -> float:
@@ -40,16 +37,6 @@ def metres_factor(units: dict | None, input_hw: tuple[int, int], image_hw: tuple
         return None
     focal = units.get("focal_reference_px")
     return focal_at(input_hw, image_hw) / focal if focal else 1.0
-
-
-def motorcycle() -> tuple[Image.Image, np.ndarray]:
-    """(left RGB image, disparity float64 with NaN where the ground truth is invalid)."""
-    from skimage import data
-
-    left, _, disp = data.stereo_motorcycle()
-    disp = np.asarray(disp, np.float64)
-    disp[~np.isfinite(disp) | (disp <= 0)] = np.nan
-    return Image.fromarray(left).convert("RGB"), disp
 
 
 def resize_to(pred: np.ndarray, hw: tuple[int, int]) -> np.ndarray:

@@ -23,8 +23,9 @@ def check_shapes(runner, input_hw: tuple[int, int], name: str) -> None:
                          f"{input_hw[0]}x{input_hw[1]}")
 
 
-def depth_of(runner, x: np.ndarray, input_hw: tuple[int, int], name: str) -> np.ndarray:
-    out = np.asarray(runner.run(x), np.float32)
+def depth_of(runner, x: np.ndarray, input_hw: tuple[int, int], name: str, *extra: np.ndarray) -> np.ndarray:
+    """The (H, W) depth of ``runner`` for the image ``x`` (and the file's further inputs ``extra``)."""
+    out = np.asarray(runner.run(x, *extra), np.float32)
     if out.size != input_hw[0] * input_hw[1]:
         raise InputError(f"shape mismatch: {name} returns {list(out.shape)}, the reference {[1, *input_hw]}")
     return out.reshape(input_hw)
@@ -38,7 +39,8 @@ class References:
     with the rewrites the file was exported with, which isolates the converter's share of the error;
     ``reference64`` (optional) is the upstream model in float64, free of the float32 reference's own rounding.
     Inputs are stretched to ``input_hw`` (bicubic) and ImageNet-normalised; files whose normalisation was
-    folded in get the same pixels un-normalised.
+    folded in get the same pixels un-normalised. ``prompts`` (prompted models only) holds each image's (1, 1, h, w)
+    prompt depth, fed after the image to every model and file.
     """
 
     images: list[tuple[str, Image.Image]]
@@ -51,18 +53,21 @@ class References:
     spec: object = None  # the ModelSpec: its output's space and units (accuracy, gates in metres)
     cache: object = None  # a reference_cache.ReferenceCache for the upstream outputs, or None
     cache_id: tuple = ()  # (model id, weights digest): with the label and the input, the cache key
+    prompts: dict | None = None
     _inputs: dict = field(default_factory=dict)
     _outputs: dict = field(default_factory=dict)
 
     def at(self, hw: tuple[int, int], threads: int, eager_model=None, fp64: bool = True) -> References:
         """The same images and upstream model (and, with ``fp64``, float64 when there is one) at another shape,
         with ``eager_model`` (depthport's model built for that shape) as the eager reference, or none."""
-        ref64 = (TorchRunner(self.reference64.model, hw, threads, "reference-eager-fp64", self.reference64.dtype)
-                 if fp64 and self.reference64 is not None else None)
+        extra = self.reference.extra_shapes
+        ref64 = (TorchRunner(self.reference64.model, hw, threads, "reference-eager-fp64", self.reference64.dtype,
+                             extra) if fp64 and self.reference64 is not None else None)
         eager = TorchRunner(eager_model, hw, threads, "depthport-eager") if eager_model is not None else None
-        return References(self.images, hw, TorchRunner(self.reference.model, hw, threads, "reference-eager"), eager,
+        return References(self.images, hw, TorchRunner(self.reference.model, hw, threads, "reference-eager",
+                                                       extra_shapes=extra), eager,
                           self.eager_normalized, self.label, ref64, spec=self.spec, cache=self.cache,
-                          cache_id=self.cache_id)
+                          cache_id=self.cache_id, prompts=self.prompts)
 
     @property
     def names(self) -> list[str]:
@@ -74,6 +79,10 @@ class References:
             self._inputs[key] = to_tensor(dict(self.images)[name], self.input_hw, normalize=normalized)
         return self._inputs[key]
 
+    def extra(self, name: str) -> tuple[np.ndarray, ...]:
+        """The inputs after the image for ``name``: its prompt for a prompted model, else none."""
+        return (self.prompts[name],) if self.prompts else ()
+
     def output(self, which: str, name: str) -> np.ndarray:
         """'reference', 'eager' or 'reference64' depth (H, W) for one image."""
         key = (which, name)
@@ -82,12 +91,13 @@ class References:
             if runner is None:
                 raise ValueError(f"no {which} model")
             normalized = which != "eager" or self.eager_normalized
-            x = self.input(name, normalized)
-            entry = (self.cache.key(*self.cache_id, self.label, x, which)
+            x, extra = self.input(name, normalized), self.extra(name)
+            keyed = np.concatenate([a.ravel() for a in (x, *extra)]) if extra else x
+            entry = (self.cache.key(*self.cache_id, self.label, keyed, which)
                      if self.cache is not None and self.cache_id and which != "eager" else None)
             out = self.cache.get(entry) if entry else None
             if out is None:
-                out = depth_of(runner, x, self.input_hw, which)
+                out = depth_of(runner, x, self.input_hw, which, *extra)
                 if entry:
                     self.cache.put(entry, out)
             self._outputs[key] = out
@@ -99,7 +109,7 @@ def run_file(runner, refs: References, name: str, normalized: bool = True, on_im
     check_shapes(runner, refs.input_hw, name)
     out = {}
     for i, img in enumerate(refs.names, 1):
-        out[img] = depth_of(runner, refs.input(img, normalized), refs.input_hw, name)
+        out[img] = depth_of(runner, refs.input(img, normalized), refs.input_hw, name, *refs.extra(img))
         if on_image is not None:
             on_image(i)
     return out

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from ..core.images import image_set
+from ..core.prompts import builtin_prompt, prompt_input, prompt_set
 from ..core.machine import fp16_arithmetic
 from ..core.metrics import DELTA_DEFINITION
 from ..core.schema import ERROR, SKIPPED, UNAVAILABLE
@@ -30,22 +31,24 @@ def reference_label(model, weights) -> str:
 
 
 def make_references(spec, weights, input_hw, eager_model, eager_normalized: bool, images, threads: int,
-                    fp64: bool = False, cache: bool = True) -> References:
+                    fp64: bool = False, cache: bool = True, prompts: dict | None = None) -> References:
     """The upstream model with ``weights`` (also in float64 with ``fp64``) and depthport's ``eager_model``
-    (may be None) over ``images``; the upstream outputs kept in the on-disk ``reference_cache`` unless
-    ``cache`` is False."""
+    (may be None) over ``images`` (with their ``prompts``, for a prompted model); the upstream outputs kept in
+    the on-disk ``reference_cache`` unless ``cache`` is False."""
     from ..reference import reference_model
     from .reference_cache import ReferenceCache, weights_digest
 
     hw = tuple(input_hw)
+    extra = (next(iter(prompts.values())).shape,) if prompts else ()
     eager = TorchRunner(eager_model, hw, threads, "depthport-eager") if eager_model is not None else None
-    ref64 = (TorchRunner(reference_model(spec, weights), hw, threads, "reference-eager-fp64", torch.float64)
+    ref64 = (TorchRunner(reference_model(spec, weights), hw, threads, "reference-eager-fp64", torch.float64, extra)
              if fp64 else None)
     reference = reference_model(spec, weights)
-    return References(images, hw, TorchRunner(reference, hw, threads, "reference-eager"), eager, eager_normalized,
+    return References(images, hw, TorchRunner(reference, hw, threads, "reference-eager", extra_shapes=extra), eager,
+                      eager_normalized,
                       reference_label(reference, weights), ref64, spec,
                       cache=ReferenceCache() if cache else None,
-                      cache_id=(spec.id, weights_digest(weights.state)) if cache else ())
+                      cache_id=(spec.id, weights_digest(weights.state)) if cache else (), prompts=prompts)
 
 
 @functools.lru_cache(maxsize=1)
@@ -55,11 +58,14 @@ def _motorcycle():
 
 def accuracy_of(runner, input_hw: tuple[int, int], normalized: bool = True,
                 space: str = "inverse depth", units: dict | None = None) -> dict:
-    """Accuracy on the motorcycle scene; a metric output (``units``: ``ModelSpec.units()``) is scored in metres."""
+    """Accuracy on the motorcycle scene; a metric output (``units``: ``ModelSpec.units()``) is scored in metres.
+    A prompted model gets the scene's simulated LiDAR prompt (``core.prompts.lidar_prompt``)."""
     left, disparity = _motorcycle()
     to_metres = accuracy.metres_factor(units, input_hw, (left.height, left.width))
-    return accuracy.score(depth_of(runner, to_tensor(left, input_hw, normalize=normalized), input_hw, "model"),
-                          disparity, space, to_metres)
+    extra = [prompt_input(builtin_prompt("motorcycle_left", shape[2:])[0], shape[2:], "motorcycle_left")
+             for shape in getattr(runner, "extra_shapes", ())]
+    x = to_tensor(left, input_hw, normalize=normalized)
+    return accuracy.score(depth_of(runner, x, input_hw, "model", *extra), disparity, space, to_metres)
 
 
 def _space_units(refs: References, space: str | None) -> tuple[str, dict | None]:
@@ -85,8 +91,10 @@ def verify_file(path: Path, refs: References, threads: int, normalized: bool = T
     return record, accuracy_of(runner, refs.input_hw, normalized, *_space_units(refs, space)), outputs
 
 
-def summary_block(refs: References, source: str, threads: int, random_weights: bool) -> dict:
+def summary_block(refs: References, source: str, threads: int, random_weights: bool,
+                  prompt_origins: dict | None = None) -> dict:
     return {"reference": refs.label, "image_source": source, "images": refs.names,
+            **({"prompts": prompt_origins} if prompt_origins else {}),
             "preprocess": PREPROCESS, "threads": threads, "delta125": DELTA_DEFINITION,
             "random_weights": random_weights,
             **({"note": "RANDOM WEIGHTS: the reference is random too; parity still tests the conversion, "
@@ -126,9 +134,11 @@ def apply(ctx, report: dict) -> None:
     built = ctx.built
     space = built.spec.output_space
     normalized = "fold_input_normalization" not in built.rewrites
+    prompts, origins = (prompt_set(ctx.options.images, [n for n, _ in images], built.prompt_hw)
+                        if built.prompt_hw else (None, None))
     try:
         refs = make_references(built.spec, built.weights, built.input_hw, built.model, normalized, images, threads,
-                               fp64=needs_fp64(ctx, report), cache=not ctx.options.no_cache)
+                               fp64=needs_fp64(ctx, report), cache=not ctx.options.no_cache, prompts=prompts)
     except ModuleNotFoundError as exc:
         reason = (f"the upstream reference needs the Python package {exc.name!r}, which is not installed "
                   "(`make venv` installs it)")
@@ -136,7 +146,7 @@ def apply(ctx, report: dict) -> None:
             art["parity"] = {"error": reason, "cause": ERROR}
         gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)
         return
-    record_references(report, refs, source, threads, built.weights.random, space)
+    record_references(report, refs, source, threads, built.weights.random, space, origins)
     ctx.figures = figures_entry(refs, refs.names[0])
     verify_artifacts(ctx, report, refs, normalized, thresholds, space)
     report["verify"]["reference_cache"] = cache_summary(refs)
@@ -151,9 +161,9 @@ def cache_summary(refs: References) -> dict:
 
 
 def record_references(report: dict, refs: References, source: str, threads: int, random_weights: bool,
-                      space: str | None = None) -> None:
+                      space: str | None = None, prompt_origins: dict | None = None) -> None:
     """What the files were verified against (``verify``) and the reference's own accuracy (``accuracy``)."""
-    report["verify"] = summary_block(refs, source, threads, random_weights)
+    report["verify"] = summary_block(refs, source, threads, random_weights, prompt_origins)
     report["accuracy"] = accuracy_block(refs, random_weights, space)
 
 
