@@ -6,8 +6,10 @@ the real LiteRT GPU accelerator (SwiftShader): compiled GPU-only at full size, r
     python benchmarks/prompt_da.py [--model prompt-da-small] [--size 756x1008] [--prompt-size 192x256]
         [--other 1008x756:256x192] [--small 126x168] [--weights random|REPO|PATH] [--json FILE]
 
-The prompts are synthetic (a seeded, smooth metric depth of 0.5 to 4.5 m at the prompt shape), not LiDAR: they
-test the arithmetic, not accuracy. Random weights unless --weights names a checkpoint.
+The prompts are synthetic (``core.prompts.synthetic_prompt``: a seeded, smooth metric depth of 0.5 to 4.5 m at the
+prompt shape), not LiDAR: they test the arithmetic, not accuracy. Random weights unless --weights names a
+checkpoint. `depthport export prompt-da-small` runs the whole pipeline; this script adds the transformers parity at
+a second shape and the GPU accelerator at full size.
 """
 
 from __future__ import annotations
@@ -27,24 +29,13 @@ from depthport.check.gpu_runtime import run_gpu_check
 from depthport.check.static import check_static
 from depthport.core.images import builtin_image
 from depthport.core.machine import describe, machine_info
+from depthport.core.prompts import synthetic_prompt
 from depthport.export.litert import export_tflite
 from depthport.preprocess import parse_size
 from depthport.quiet import native_stderr_muted
 from depthport.registry import get_spec
 
 IMAGES = ("astronaut", "camera", "chelsea")
-
-
-def synthetic_prompt(hw: tuple[int, int], seed: int) -> np.ndarray:
-    """A smooth depth map in metres: a tilted plane plus low-frequency bumps, 0.5 to 4.5 m."""
-    rng = np.random.default_rng(seed)
-    yy, xx = np.meshgrid(np.linspace(0, 1, hw[0]), np.linspace(0, 1, hw[1]), indexing="ij")
-    depth = 1.0 + 2.0 * yy + 0.5 * xx
-    for _ in range(4):
-        cy, cx, r, a = rng.uniform(0, 1), rng.uniform(0, 1), rng.uniform(0.1, 0.3), rng.uniform(-0.8, 0.8)
-        depth += a * np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * r * r))
-    depth = 0.5 + 4.0 * (depth - depth.min()) / (depth.max() - depth.min())
-    return depth[None, None].astype(np.float32)
 
 
 def rel_l2(a, b) -> float:
@@ -54,7 +45,7 @@ def rel_l2(a, b) -> float:
 
 def pairs(spec, hw, prompt_hw):
     return [(name, torch.from_numpy(spec.preprocess(builtin_image(name), hw)),
-             torch.from_numpy(synthetic_prompt(prompt_hw, seed))) for seed, name in enumerate(IMAGES)]
+             torch.from_numpy(synthetic_prompt(prompt_hw, seed)[None, None])) for seed, name in enumerate(IMAGES)]
 
 
 def eager_vs_reference(spec, weights, reference, hw, prompt_hw) -> tuple[torch.nn.Module, list, dict]:

@@ -201,6 +201,8 @@ def test_device_run_fp16_study_on_swiftshader(tmp_path, monkeypatch):
 
     for key, value in vulkan_or_skip().env().items():
         monkeypatch.setenv(key, value)
+    # the export children share the conversion memo (test_cli's stress-weights exports make two of the same files)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (MEMO_SITE, os.environ.get("PYTHONPATH")) if p))
     device_run = load_device_run()
     run = device_run.Run(tmp_path, 600, "small")
     run.summary["files"] = {}
