@@ -207,12 +207,17 @@ def test_bad_prompt_is_one_line_exit_2_and_nothing_written(exported, tmp_path, c
 
 def test_prompt_on_a_one_image_file_and_other_targets_are_refused(tiny_tflite, tmp_path, capsys):
     prompt = save_prompt_png(tmp_path / "depth.png", (192, 256))
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    Image.open(ASSET).save(photos / "cat.jpg")
     cases = [(["predict", str(tiny_tflite), ASSET, "-o", str(tmp_path / "d.png"), "--prompt", str(prompt)],
               "--prompt is for files with a prompt depth input"),
              (["export", "prompt-da-tiny", "--targets", "litert-fp32,onnx", "--out", str(tmp_path / "e")],
               "targets for a prompted model: litert-fp32"),
              (["export", "da2-tiny", "--prompt-size", "192x256", "--out", str(tmp_path / "e")],
-              "--prompt-size is for models with a prompt input")]
+              "--prompt-size is for models with a prompt input"),
+             (["export", "prompt-da-tiny", "--images", str(photos), "--out", str(tmp_path / "e")],
+              "cat.jpg has no prompt beside it")]
     for argv, message in cases:
         capsys.readouterr()
         assert main(argv) == 2

@@ -117,7 +117,11 @@ def options_from(args):
     require_targets(spec, opts.targets)
     thresholds(args.gate)
     if args.images:
-        image_set(args.images)
+        _, images = image_set(args.images)
+        if spec.prompted:  # every image needs its prompt beside it, of the export's prompt shape: checked now
+            from ..core.prompts import prompt_set
+
+            prompt_set(args.images, [name for name, _ in images], opts.prompt_hw or spec.prompt_hw)
     require_folder(opts.out_dir)
     return opts
 
