@@ -98,17 +98,23 @@ def test_transformers_checkpoint_loads_and_a_da2_one_is_refused(weights, referen
 def exported(tmp_path_factory):
     """`depthport export prompt-da-tiny` end to end: ledger, LiteRT FP32, check, verify with prompts, bench, card."""
     out = tmp_path_factory.mktemp("prompt-export") / "out"
-    assert main(["export", "prompt-da-tiny", "--targets", "litert-fp32", "--out", str(out)]) == 0
+    assert main(["export", "prompt-da-tiny", "--targets", "litert-fp32,onnx", "--out", str(out)]) == 0
     return out, json.loads((out / "report.json").read_text())
 
 
 def test_export_verifies_with_prompts_and_ships(exported):
-    _, report = exported
-    (art,) = report["artifacts"]
-    assert art["status"] == "shipped" and art["checks"]["parity"]["state"] == "pass"
+    out, report = exported
+    art, onnx_art = report["artifacts"]
+    for each in (art, onnx_art):
+        assert each["status"] == "shipped" and each["checks"]["parity"]["state"] == "pass"
+        assert each["parity"]["rel_l2_pooled"] <= 1e-5 and each["parity"]["fp64_error_ratio"] < 2
     assert art["checks"]["gpu_static"]["state"] == "pass" and art["checks"]["fp16_compute"]["state"] == "pass"
     assert report["prompt_shape"] == [1, 1, 192, 256] and report["output_units"]["unit"] == "m"
-    assert art["parity"]["rel_l2_pooled"] <= 1e-5 and art["parity"]["fp64_error_ratio"] < 2
+    from depthport.runtimes import load_runner
+
+    assert load_runner(out / onnx_art["file"]).extra_shapes == ((1, 1, 192, 256),)
+    card = (out / "README.md").read_text()
+    assert "inp[1].write(prompt)" in card and "prompt_input: prompt" in card and "0x1FFF" in card
     prompts = report["verify"]["prompts"]
     assert prompts["motorcycle_left"] == "simulated LiDAR of the ground truth" and len(prompts) == 6
     assert art["accuracy"]["metric"] and art["accuracy"]["to_metres"] == 1.0
@@ -212,8 +218,8 @@ def test_prompt_on_a_one_image_file_and_other_targets_are_refused(tiny_tflite, t
     Image.open(ASSET).save(photos / "cat.jpg")
     cases = [(["predict", str(tiny_tflite), ASSET, "-o", str(tmp_path / "d.png"), "--prompt", str(prompt)],
               "--prompt is for files with a prompt depth input"),
-             (["export", "prompt-da-tiny", "--targets", "litert-fp32,onnx", "--out", str(tmp_path / "e")],
-              "targets for a prompted model: litert-fp32"),
+             (["export", "prompt-da-tiny", "--targets", "litert-fp32,xnnpack-fp32", "--out", str(tmp_path / "e")],
+              "targets for a prompted model: litert-fp32, onnx"),
              (["export", "da2-tiny", "--prompt-size", "192x256", "--out", str(tmp_path / "e")],
               "--prompt-size is for models with a prompt input"),
              (["export", "prompt-da-tiny", "--images", str(photos), "--out", str(tmp_path / "e")],

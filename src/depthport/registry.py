@@ -124,7 +124,7 @@ def get_spec(model_id: str) -> ModelSpec:
 
 
 # The targets that feed a prompted model's second input; the others take one image.
-PROMPTED_TARGETS = ("litert-fp32",)
+PROMPTED_TARGETS = ("litert-fp32", "onnx")
 
 
 def image_only_spec(model_id: str, what: str) -> ModelSpec:

@@ -13,23 +13,27 @@ from ..atomic import atomic_path
 from .context import ExportContext, artifact_entry
 
 OPSET = 18
-INPUT_NAME, OUTPUT_NAME = "image", "depth"
+INPUT_NAME, PROMPT_NAME, OUTPUT_NAME = "image", "prompt", "depth"
 PATCH = 14
 MAX_GRID = 1024  # the largest patch grid side a dynamic export accepts (14336 pixels)
 DEFAULT_HW_KEY = "depthport.default_input_hw"  # metadata of a dynamic export: the shape it was traced at
 
 
 def export_onnx(model: nn.Module, input_hw: tuple[int, int], path: str | Path, opset: int = OPSET) -> Path:
-    """Static-shape export with weights embedded (no external data; fine below ONNX's 2 GB protobuf limit)."""
+    """Static-shape export with weights embedded (no external data; fine below ONNX's 2 GB protobuf limit). A
+    prompted model (Prompt Depth Anything) has a second input, ``prompt`` (1, 1, h, w)."""
     import onnx
 
     from ..quiet import native_stderr_muted
 
-    sample = torch.zeros(1, 3, *input_hw)
+    sample = (torch.zeros(1, 3, *input_hw),)
+    prompt_hw = getattr(model, "prompt_hw", None)
+    if prompt_hw:
+        sample += (torch.ones(1, 1, *prompt_hw),)
     with native_stderr_muted():
-        program = torch.onnx.export(model.eval(), (sample,), dynamo=True, opset_version=opset, optimize=True,
-                                    verbose=False, input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
-                                    external_data=False)
+        program = torch.onnx.export(model.eval(), sample, dynamo=True, opset_version=opset, optimize=True,
+                                    verbose=False, input_names=[INPUT_NAME, PROMPT_NAME][: len(sample)],
+                                    output_names=[OUTPUT_NAME], external_data=False)
     proto = program.model_proto
     onnx.checker.check_model(proto)
     path = Path(path)
