@@ -77,14 +77,9 @@ def fp16_prediction(ctx: ExportContext, accumulate: str | None = None,
     mode = accumulate or ctx.options.fp16_accumulate
     key = f"{mode}:{target}" if mode == "xnnpack" else mode
     if key not in ctx.fp16_predictions:
-        from ..core.images import image_set
-        from ..core.prompts import prompt_set
-
         what = f"FP16-compute prediction ({mode} accumulation)"
         ctx.detail(what)
-        images = image_set(ctx.options.images)[1]
-        prompts = (prompt_set(ctx.options.images, [n for n, _ in images], ctx.built.prompt_hw)[0]
-                   if ctx.built.prompt_hw else None)
+        _, images, prompts, _ = ctx.verification_set()
         ctx.fp16_predictions[key] = predict_fp16(
             ctx.built.model, ctx.built.input_hw, normalize="fold_input_normalization" not in ctx.built.rewrites,
             accumulate=mode, images=images, unit=ctx.built.spec.units()["label"] or "",

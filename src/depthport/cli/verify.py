@@ -104,10 +104,10 @@ def run(args) -> int:
         first = load_runner(paths[0], threads=threads)
         shape, extra = tuple(first.input_shape), tuple(getattr(first, "extra_shapes", ()))
         input_hw = parse_size(args.size) if args.size else tuple(shape[-2:])
-        prompt_hw = tuple(extra[0][-2:]) if extra and spec.prompted else None
         if bool(extra) != spec.prompted:
             raise InputError(f"{paths[0].name} takes {1 + len(extra)} input(s) but {spec.id} "
                              f"{'takes a prompt beside the image' if spec.prompted else 'takes one image'}")
+        prompt_hw = tuple(extra[0][-2:]) if extra else None
         for path in paths:
             check_shapes(load_runner(path, threads=threads), input_hw, path.name)
         source, images = image_set(args.images)

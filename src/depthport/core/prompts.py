@@ -12,6 +12,7 @@ seeded smooth synthetic depth of 0.5 to 4.5 m (``synthetic_prompt``), which test
 
 from __future__ import annotations
 
+import functools
 import zlib
 from pathlib import Path
 
@@ -80,7 +81,7 @@ def prompt_input(depth: np.ndarray, prompt_hw: tuple[int, int], name: str) -> np
     if tuple(depth.shape) != tuple(prompt_hw):
         raise InputError(f"prompt {name} is {depth.shape[0]}x{depth.shape[1]} but the model takes a "
                          f"{prompt_hw[0]}x{prompt_hw[1]} prompt (height x width; portrait and landscape differ)")
-    return np.ascontiguousarray(depth, np.float32)[None, None]
+    return np.array(depth, np.float32)[None, None]  # a copy: ``depth`` may be a cached built-in prompt
 
 
 def synthetic_prompt(prompt_hw: tuple[int, int], seed: int) -> np.ndarray:
@@ -118,8 +119,10 @@ def lidar_prompt(depth_m: np.ndarray, prompt_hw: tuple[int, int], seed: int = 0)
     return _fill_nearest(small, ~holes).astype(np.float32)
 
 
+@functools.lru_cache(maxsize=8)
 def builtin_prompt(name: str, prompt_hw: tuple[int, int]) -> tuple[np.ndarray, str]:
-    """(h, w) metres for a built-in image and how it was made."""
+    """(h, w) metres for a built-in image and how it was made; made once per image and shape (the motorcycle's is
+    also each file's accuracy prompt). Callers copy it (``prompt_input``)."""
     if name == "motorcycle_left":
         _, disparity = motorcycle()
         return lidar_prompt(depth_from_disparity(disparity), prompt_hw), "simulated LiDAR of the ground truth"
@@ -141,7 +144,7 @@ def prompt_set(source: str | Path | None, names: list[str], prompt_hw: tuple[int
     prompts, origins = {}, {}
     for name in names:
         if source is None:
-            depth, origins[name] = builtin_prompt(name, prompt_hw)
+            depth, origins[name] = builtin_prompt(name, tuple(prompt_hw))
         else:
             folder = Path(source) if Path(source).is_dir() else Path(source).parent
             path = prompt_beside(folder / name)

@@ -63,6 +63,7 @@ class ExportContext:
     figures: dict | None = None  # what report.html draws (verify fills it)
     progress: object = None  # a depthport.cli.progress reporter, or None
     _scratch: Path | None = field(default=None, repr=False)
+    _verification: tuple | None = field(default=None, repr=False)
 
     def __post_init__(self):
         self.options = StageOptions.of(self.options)
@@ -82,6 +83,20 @@ class ExportContext:
             self._scratch = Path(tempfile.mkdtemp(prefix="depthport-export-"))
             atexit.register(shutil.rmtree, self._scratch, True)
         return self._scratch
+
+    def verification_set(self) -> tuple[str, list, dict | None, dict | None]:
+        """(source, [(name, RGB image)], {name: prompt} or None, {name: where the prompt came from} or None): the
+        verification images (``--images`` or the built-in set) and, for a prompted model, their prompts; read once
+        per export, for the check and verify stages alike."""
+        if self._verification is None:
+            from ..core.images import image_set
+            from ..core.prompts import prompt_set
+
+            source, images = image_set(self.options.images)
+            prompts, origins = (prompt_set(self.options.images, [n for n, _ in images], self.built.prompt_hw)
+                                if self.built.prompt_hw else (None, None))
+            self._verification = (source, images, prompts, origins)
+        return self._verification
 
     def detail(self, text: str, done: int | None = None, total: int | None = None) -> None:
         """Show how far the running stage is (images n/N, rounds r/R) where a person is watching; with ``done`` of

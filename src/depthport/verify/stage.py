@@ -8,10 +8,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..core.images import image_set
-from ..core.prompts import builtin_prompt, prompt_input, prompt_set
 from ..core.machine import fp16_arithmetic
 from ..core.metrics import DELTA_DEFINITION
+from ..core.prompts import builtin_prompt, prompt_input
 from ..core.schema import ERROR, SKIPPED, UNAVAILABLE
 from ..errors import error_text
 from ..preprocess import InputError, to_tensor
@@ -130,12 +129,10 @@ def apply(ctx, report: dict) -> None:
         gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)
         return
     threads = ctx.options.threads
-    source, images = image_set(ctx.options.images)
+    source, images, prompts, origins = ctx.verification_set()
     built = ctx.built
     space = built.spec.output_space
     normalized = "fold_input_normalization" not in built.rewrites
-    prompts, origins = (prompt_set(ctx.options.images, [n for n, _ in images], built.prompt_hw)
-                        if built.prompt_hw else (None, None))
     try:
         refs = make_references(built.spec, built.weights, built.input_hw, built.model, normalized, images, threads,
                                fp64=needs_fp64(ctx, report), cache=not ctx.options.no_cache, prompts=prompts)
