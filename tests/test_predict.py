@@ -360,6 +360,39 @@ def test_ctrl_c_during_a_group_of_renames_takes_effect_after_it(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["after"]
 
 
+RACE = """
+import os, random, signal, sys, threading, time
+from pathlib import Path
+from depthport.atomic import atomic_paths
+folder, rng, interrupted = Path(sys.argv[1]), random.Random(0), 0
+for i in range(300):
+    timer = threading.Timer(rng.uniform(0, 0.002), os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        for j in range(50):
+            with atomic_paths(folder / f"a{i}_{j}.png", folder / f"a{i}_{j}.npy") as (png, npy):
+                png.write_bytes(b"png")
+                npy.write_bytes(b"npy")
+        time.sleep(0.01)
+    except KeyboardInterrupt:
+        interrupted += 1
+    timer.join()
+print(interrupted)
+"""
+
+
+def test_ctrl_c_at_any_instant_leaves_no_temporary_file_and_whole_pairs(tmp_path):
+    """SIGINT at 300 random instants of a loop of atomic_paths (before, the creation of a temporary file could be
+    interrupted before its removal was registered: 274 .part files were left in this loop)."""
+    run = subprocess.run([sys.executable, "-c", RACE, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert int(run.stdout) >= 250
+    names = [p.name for p in tmp_path.iterdir()]
+    assert not [n for n in names if n.startswith(".") or n.endswith(".part")]
+    pngs, npys = {n[:-4] for n in names if n.endswith(".png")}, {n[:-4] for n in names if n.endswith(".npy")}
+    assert pngs == npys and len(pngs) > 0
+
+
 def test_ctrl_c_during_a_video_leaves_nothing_half_written(tiny_tflite, tmp_path):
     make_video(tmp_path / "long.mp4", 400, hw=(96, 128))
     out = tmp_path / "out"

@@ -16,17 +16,19 @@ def atomic_path(final: str | os.PathLike):
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = None
-    try:  # from the temporary file's creation on, so that a Ctrl-C at any point removes it
-        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
-        os.close(fd)
+    try:
+        with sigint_deferred():  # the file is created and ``tmp`` bound before a Ctrl-C takes effect
+            fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
+            os.close(fd)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         yield Path(tmp)
         os.replace(tmp, final)
     finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+        with sigint_deferred():
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
 
 
 @contextlib.contextmanager
@@ -34,7 +36,8 @@ def atomic_paths(*finals: str | os.PathLike):
     """Yields temporary paths beside each of ``finals``, all renamed onto them only if the block succeeds; a
     Ctrl-C during the renames takes effect after the last, so the group is in place whole or not at all."""
     with contextlib.ExitStack() as stack:
-        temps = [stack.enter_context(atomic_path(final)) for final in finals]
+        with sigint_deferred():  # every temporary file is registered for removal before a Ctrl-C takes effect
+            temps = [stack.enter_context(atomic_path(final)) for final in finals]
         yield temps
         with sigint_deferred():
             stack.close()
