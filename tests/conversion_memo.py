@@ -127,13 +127,13 @@ def install(monkeypatch, memo: Memo) -> None:
         return _Bytes(memo.get(key, make))
 
     def lowering(real, name):
-        def lower(module, sample):
-            key = fingerprint(module, name, tuple(sample.shape))
+        def lower(module, *samples):
+            key = fingerprint(module, name, *(tuple(s.shape) for s in samples))
             if key is None:
-                return real(module, sample)
+                return real(module, *samples)
 
             def make():
-                manager, report = real(module, sample)
+                manager, report = real(module, *samples)
                 return bytes(manager.buffer), report
 
             data, report = memo.get(key, make)
@@ -141,17 +141,17 @@ def install(monkeypatch, memo: Memo) -> None:
 
         return lower
 
-    def convert_mlpackage(module, sample):
+    def convert_mlpackage(module, *samples):
         """The ML Program saved once, then loaded from the memo folder (structure only: Linux cannot run it)."""
         import coremltools as ct
 
-        key = fingerprint(module, "mlpackage", tuple(sample.shape))
+        key = fingerprint(module, "mlpackage", *(tuple(s.shape) for s in samples))
         if key is None:
-            return real_mlpackage(module, sample)
+            return real_mlpackage(module, *samples)
         package = memo.folder / f"{key}.mlpackage"
 
         def make():
-            real_mlpackage(module, sample).save(str(package))
+            real_mlpackage(module, *samples).save(str(package))
             return str(package)
 
         return ct.models.MLModel(memo.get(key, make), skip_model_load=True)

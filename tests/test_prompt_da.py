@@ -59,6 +59,23 @@ def test_depth_is_in_metres_within_the_prompt_range_and_follows_the_prompt(weigh
     assert rel_l2(scaled, 2.0 * depth) <= 1e-5 and rel_l2(flipped, depth) > 1e-3
 
 
+def test_prompt_range_by_pooling_is_exact_and_the_pte_form_uses_it(weights):
+    """ExecuTorch's form takes the prompt's min and max by max pooling (XNNPACK runs it; its min/max reductions
+    are left on portable kernels): the same values, bit for bit; the form's depth as the model's (its other changes
+    reassociate float32 sums)."""
+    from depthport.export.executorch import FORMS, backend_form
+    from depthport.models.prompt_depth_anything import normalise_prompt
+
+    x, p = inputs(HW, (192, 256), seed=11)
+    for plain, pooled in zip(normalise_prompt(p), normalise_prompt(p, pooled=True)):
+        assert torch.equal(plain, pooled)
+    model = build(SPEC, HW, weights).model
+    form, changes = backend_form(model, **FORMS["fp32"])
+    assert form.range_by_pooling and not model.range_by_pooling and any("max pooling" in c for c in changes)
+    with torch.no_grad():
+        assert rel_l2(form(x, p), model(x, p)) < 1e-6
+
+
 def test_prompt_resize_matrices_are_align_corners_false_bilinear():
     x = torch.randn(1, 1, 192, 256, generator=torch.Generator().manual_seed(0))
     for out_hw in ((5, 6), (14, 18), (112, 140)):
@@ -96,15 +113,18 @@ def test_transformers_checkpoint_loads_and_a_da2_one_is_refused(weights, referen
 # ------------------------------------------------------------------------------------------------------ the pipeline
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    """`depthport export prompt-da-tiny` end to end: ledger, LiteRT FP32, check, verify with prompts, bench, card."""
+    """`depthport export prompt-da-tiny` end to end: ledger, LiteRT FP32 and INT8, the fp16 .pte, static and dynamic
+    ONNX, check, verify with prompts, bench, card."""
     out = tmp_path_factory.mktemp("prompt-export") / "out"
-    assert main(["export", "prompt-da-tiny", "--targets", "litert-fp32,onnx", "--out", str(out)]) == 0
+    assert main(["export", "prompt-da-tiny", "--targets", "litert-fp32,litert-int8,xnnpack-fp16,onnx,onnx-dynamic",
+                 "--out", str(out)]) == 0
     return out, json.loads((out / "report.json").read_text())
 
 
 def test_export_verifies_with_prompts_and_ships(exported):
     out, report = exported
-    art, onnx_art = report["artifacts"]
+    arts = {a["target"]: a for a in report["artifacts"]}
+    art, onnx_art = arts["litert-fp32"], arts["onnx"]
     for each in (art, onnx_art):
         assert each["status"] == "shipped" and each["checks"]["parity"]["state"] == "pass"
         assert each["parity"]["rel_l2_pooled"] <= 1e-5 and each["parity"]["fp64_error_ratio"] < 2
@@ -115,11 +135,51 @@ def test_export_verifies_with_prompts_and_ships(exported):
     assert load_runner(out / onnx_art["file"]).extra_shapes == ((1, 1, 192, 256),)
     card = (out / "README.md").read_text()
     assert "inp[1].write(prompt)" in card and "prompt_input: prompt" in card and "0x1FFF" in card
+    assert "frame.sceneDepth!.depthMap" in card and "module.forward(input, prompt)" in card  # the Swift snippet
     prompts = report["verify"]["prompts"]
     assert prompts["motorcycle_left"] == "simulated LiDAR of the ground truth" and len(prompts) == 6
     assert art["accuracy"]["metric"] and art["accuracy"]["to_metres"] == 1.0
     assert all(step["exact"] and step["rel_l2_step"] < 1e-5 for step in report["rewrite_ledger"])
     assert art["latency_ms"]["median"] > 0
+
+
+def test_int8_and_fp16_files_take_the_prompt_and_are_gated_in_metres(exported, weights):
+    """The fp16 .pte (image and prompt cast to fp16 inside) and the LiteRT INT8 file feed the prompt; both are gated
+    on the depth map and on the worst image's mean absolute error in metres, as metric models are."""
+    from depthport.runtimes import load_runner
+
+    out, report = exported
+    arts = {a["target"]: a for a in report["artifacts"]}
+    pte, int8 = arts["xnnpack-fp16"], arts["litert-int8"]
+    x, p = inputs(HW, (192, 256), seed=5)
+    with torch.no_grad():
+        eager = build(SPEC, HW, weights).model(x, p).numpy()
+    for art, tol in ((pte, 2e-2), (int8, 1e-1)):
+        runner = load_runner(out / art["file"])
+        assert runner.extra_shapes == ((1, 1, 192, 256),)
+        assert float(rel_l2(torch.from_numpy(np.asarray(runner.run(x.numpy(), p.numpy()))), torch.from_numpy(eager))) < tol
+        assert art["checks"]["parity"]["state"] == "pass" and art["status"] == "shipped"
+        assert art["parity"]["mean_abs_worst"] <= art["gate"]["thresholds"]["mean_abs_worst"]
+    assert pte["delegation"]["subgraphs"] == 1 and pte["checks"]["delegation"]["state"] == "pass"
+    assert pte["checks"]["fp16_arithmetic"]["state"] == "pass"
+
+
+def test_dynamic_onnx_takes_any_image_and_prompt_shape(exported, weights):
+    """onnx-dynamic of a prompted model: image H x W (multiples of 14) and prompt h x w free, verified at three image
+    shapes by the export, and equal to the model built at each shape here, with prompts of other shapes too."""
+    from depthport.runtimes import load_runner
+
+    out, report = exported
+    art = {a["target"]: a for a in report["artifacts"]}["onnx-dynamic"]
+    assert art["status"] == "shipped" and art["checks"]["parity_shapes"]["state"] == "pass"
+    assert sorted(art["shapes_parity"]) == ["42x84", "56x56"]
+    runner = load_runner(out / art["file"])
+    assert runner.dynamic and runner.input_shape == (1, 3, *HW) and runner.extra_shapes == ((1, 1, 192, 256),)
+    for hw, prompt_hw in (((42, 84), (120, 160)), ((56, 56), (192, 256)), (HW, (48, 64))):
+        x, p = inputs(hw, prompt_hw, seed=7)
+        with torch.no_grad():
+            eager = build(SPEC, hw, weights, prompt_hw=prompt_hw).model(x, p)
+        assert rel_l2(torch.from_numpy(runner.run(x.numpy(), p.numpy())), eager) <= 1e-5
 
 
 def test_litert_file_has_named_inputs_passes_the_gpu_rules_and_matches_eager(exported, weights):
@@ -218,8 +278,8 @@ def test_prompt_on_a_one_image_file_and_other_targets_are_refused(tiny_tflite, t
     Image.open(ASSET).save(photos / "cat.jpg")
     cases = [(["predict", str(tiny_tflite), ASSET, "-o", str(tmp_path / "d.png"), "--prompt", str(prompt)],
               "--prompt is for files with a prompt depth input"),
-             (["export", "prompt-da-tiny", "--targets", "litert-fp32,xnnpack-fp32", "--out", str(tmp_path / "e")],
-              "targets for a prompted model: litert-fp32, onnx"),
+             (["export", "prompt-da-tiny", "--targets", "xnnpack-fp32,web", "--out", str(tmp_path / "e")],
+              "takes a prompt depth input, which web do(es) not feed yet; targets for a prompted model: litert-fp32,"),
              (["export", "da2-tiny", "--prompt-size", "192x256", "--out", str(tmp_path / "e")],
               "--prompt-size is for models with a prompt input"),
              (["export", "prompt-da-tiny", "--images", str(photos), "--out", str(tmp_path / "e")],

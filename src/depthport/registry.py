@@ -124,7 +124,8 @@ def get_spec(model_id: str) -> ModelSpec:
 
 
 # The targets that feed a prompted model's second input; the others take one image.
-PROMPTED_TARGETS = ("litert-fp32", "onnx")
+PROMPTED_TARGETS = ("litert-fp32", "litert-fp16", "litert-int8", "litert-int8-weight", "xnnpack-fp32", "xnnpack-fp16",
+                    "xnnpack-fp16-split", "xnnpack-int8", "coreml", "onnx", "onnx-dynamic")
 
 
 def image_only_spec(model_id: str, what: str) -> ModelSpec:
@@ -132,7 +133,7 @@ def image_only_spec(model_id: str, what: str) -> ModelSpec:
     spec = get_spec(model_id)
     if spec.prompted:
         raise InputError(f"{spec.id} takes a prompt depth map beside the image, and {what} feeds one image; "
-                         f"export it (`depthport export {spec.id} --targets {','.join(PROMPTED_TARGETS)}`) and use "
+                         f"export it (`depthport export {spec.id}`, targets: {', '.join(PROMPTED_TARGETS)}) and use "
                          "`depthport verify` or `depthport predict --prompt` on the file")
     return spec
 

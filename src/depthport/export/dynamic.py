@@ -1,4 +1,5 @@
-"""Depth Anything V2 with the input's height and width free (multiples of 14), for the dynamic-shape ONNX.
+"""Depth Anything V2 (and Prompt Depth Anything) with the input's height and width free (multiples of 14), for the
+dynamic-shape ONNX.
 
 depthport's export form is built for one shape: the position embedding is baked for its patch grid
 (``bake_pos_embed``) and the bilinear resizes are constant band matrices (``exact_resize``). ``DynamicDA2`` runs
@@ -6,7 +7,8 @@ the same loaded, rewritten modules with every size taken from the input instead:
 resampled at run time with the bicubic weights of ``F.interpolate`` written as two small matrices built from the
 grid size (both upstream formulas), and the resizes are bilinear interpolations to sizes read from the input.
 Every other rewrite (folded LayerScale, attention scale and norms, centred residual stream, deconvolutions as
-depth-to-space, conv before resize) is shape-free and kept.
+depth-to-space, conv before resize) is shape-free and kept. A prompted model's prompt is free too (any h x w): each
+fusion block resizes it to its map at run time (bilinear, align_corners=False, as upstream).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..models.depth_anything_v2 import DepthAnythingV2
+from ..models.prompt_depth_anything import PromptDepthAnything, normalise_prompt
 
 SHAPE_BOUND = ("bake_pos_embed", "exact_resize", "approx_resize")  # rewrites that fix the input shape
 CUBIC_A = -0.75  # PyTorch's bicubic convolution constant
@@ -51,17 +54,20 @@ def sampling_steps(gh, gw, g: int, formula: str) -> tuple[torch.Tensor, torch.Te
 
 
 class DynamicDA2(nn.Module):
-    """A built ``DepthAnythingV2`` (without the shape-bound rewrites) taking (1, 3, H, W), H and W multiples of 14."""
+    """A built ``DepthAnythingV2`` (without the shape-bound rewrites) taking (1, 3, H, W), H and W multiples of 14;
+    a built ``PromptDepthAnything`` also takes its prompt (1, 1, h, w), h and w free."""
 
-    def __init__(self, model: DepthAnythingV2):
+    def __init__(self, model: DepthAnythingV2 | PromptDepthAnything):
         super().__init__()
-        if not isinstance(model, DepthAnythingV2):
-            raise TypeError("onnx-dynamic is made for Depth Anything V2 models")
+        if not isinstance(model, (DepthAnythingV2, PromptDepthAnything)):
+            raise TypeError("onnx-dynamic is made for Depth Anything V2 and Prompt Depth Anything models")
         if model.encoder.baked_pos_embed is not None:
             raise ValueError("build the model without bake_pos_embed for a dynamic shape")
-        if getattr(model.cfg.dpt, "activation", "relu") != "relu":
+        self.prompted = isinstance(model, PromptDepthAnything)
+        if not self.prompted and getattr(model.cfg.dpt, "activation", "relu") != "relu":
             raise TypeError("onnx-dynamic is made for relative Depth Anything V2 models (ReLU head)")
         self.model = model
+        self.prompt_hw = getattr(model, "prompt_hw", None)
         self.align_corners = model.head.out_resize.mode != "approx"
 
     def position_embedding(self, gh, gw) -> torch.Tensor:
@@ -92,25 +98,30 @@ class DynamicDA2(nn.Module):
                 outs.append(enc.norm(tokens[1:]))
         return outs
 
-    def fuse(self, block, x: torch.Tensor, skip: torch.Tensor | None, size) -> torch.Tensor:
+    def fuse(self, block, x: torch.Tensor, skip: torch.Tensor | None, size, unit=None) -> torch.Tensor:
         if skip is not None:
             x = x + block.res1(skip)
         x = block.res2(x)
+        if unit is not None:
+            branch = block.prompt
+            p = F.interpolate(unit, size=x.shape[-2:], mode="bilinear", align_corners=False)
+            x = x + branch.conv3(torch.relu(branch.conv2(torch.relu(branch.conv1(p)))))
         if block.conv_first:
             return self.resize(block.out_conv(x), size)
         return block.out_conv(self.resize(x, size))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, prompt: torch.Tensor | None = None) -> torch.Tensor:
         head, patch = self.model.head, self.model.encoder.cfg.patch
+        unit, low, span = normalise_prompt(prompt) if self.prompted else (None, None, None)
         gh, gw = x.shape[2] // patch, x.shape[3] // patch
         maps = []
         for i, t in enumerate(self.encode(x, gh, gw)):
             grid = t.reshape(1, gh, gw, t.shape[-1]).permute(0, 3, 1, 2)
             maps.append(head.layer_rn[i](head.resize[i](head.projects[i](grid))))
         targets = [m.shape[-2:] for m in maps[2::-1]] + [(gh * 8, gw * 8)]
-        out = self.fuse(head.fusion[0], maps[3], None, targets[0])
+        out = self.fuse(head.fusion[0], maps[3], None, targets[0], unit)
         for block, skip, size in zip(head.fusion[1:], maps[2::-1], targets[1:]):
-            out = self.fuse(block, out, skip, size)
+            out = self.fuse(block, out, skip, size, unit)
         out = self.resize(head.out_conv1(out), (x.shape[2], x.shape[3]))
-        out = torch.relu(head.out_conv3(torch.relu(head.out_conv2(out))))
-        return out.reshape(1, x.shape[2], x.shape[3])
+        out = head.activate(head.out_conv3(torch.relu(head.out_conv2(out)))).reshape(1, x.shape[2], x.shape[3])
+        return out * span.reshape(1, 1, 1) + low.reshape(1, 1, 1) if self.prompted else out

@@ -97,14 +97,15 @@ class SigmoidGeluMlp(nn.Module):
 
 
 class Fp16IO(nn.Module):
-    """Runs ``model`` in fp16 between an fp32 input cast and an fp32 output cast."""
+    """Runs ``model`` in fp16 between fp32 input casts (the image, and a prompted model's prompt) and an fp32 output
+    cast."""
 
     def __init__(self, model: nn.Module):
         super().__init__()
         self.model = model.half()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model(x.half()).float()
+    def forward(self, x: torch.Tensor, *extra: torch.Tensor) -> torch.Tensor:
+        return self.model(x.half(), *(e.half() for e in extra)).float()
 
 
 def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gelu: bool = False,
@@ -122,6 +123,8 @@ def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gel
     for attn in (m for m in out.modules() if isinstance(m, Attention)):
         attn.keys_in_one_permute = True
         counts["keys"] += 1
+    if hasattr(out, "range_by_pooling"):
+        out.range_by_pooling = True
     for attn in (m for m in out.modules() if getattr(m, "guarded", False)):
         attn.logit_mode = "clamp" if fp16_range_norm else "scale"
         counts["clamped"] += fp16_range_norm
@@ -137,6 +140,8 @@ def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gel
                 setattr(parent, name, SigmoidGeluMlp(child))
                 counts["gelu"] += 1
     changes = []
+    if getattr(out, "range_by_pooling", False):
+        changes.append("the prompt's minimum and maximum as max pooling over the whole map, which XNNPACK runs (exact)")
     if counts["keys"]:
         changes.append(f"{counts['keys']} attention keys transposed to (heads, head_dim, N) in one permute, where "
                        "ExecuTorch lowers the heads' transpose and K's as two XNNPACK transposes (exact)")
@@ -176,7 +181,7 @@ FORMS = {
 }
 
 
-def quantize_dynamic_int8(model: nn.Module, sample: torch.Tensor) -> nn.Module:
+def quantize_dynamic_int8(model: nn.Module, *samples: torch.Tensor) -> nn.Module:
     """XNNPACK dynamic int8 for the linear layers: per-channel symmetric int8 weights, activations quantized per call.
 
     Norm statistics and resize band matrices are exact arithmetic, not learned weights: they stay fp32. So do the
@@ -193,14 +198,15 @@ def quantize_dynamic_int8(model: nn.Module, sample: torch.Tensor) -> nn.Module:
     quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True))
     for keep in (ScaleNorm, LinearMeanNorm, Resize, nn.Conv2d):
         quantizer.set_module_type(keep, None)
-    graph = torch.export.export(model, (sample,)).module()
+    graph = torch.export.export(model, samples).module()
     prepared = prepare_pt2e(graph, quantizer)
-    prepared(sample)
+    prepared(*samples)
     return convert_pt2e(prepared)
 
 
-def lower_xnnpack(module: nn.Module, sample: torch.Tensor):
-    """torch.export -> to_edge_transform_and_lower(XNNPACK) -> (ExecuTorch program manager, delegation report)."""
+def lower_xnnpack(module: nn.Module, *samples: torch.Tensor):
+    """torch.export -> to_edge_transform_and_lower(XNNPACK) -> (ExecuTorch program manager, delegation report).
+    ``samples``: the image, then a prompted model's prompt (the program's inputs, in that order)."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.backends.xnnpack.utils.configs import (
         get_transform_passes,
@@ -209,7 +215,7 @@ def lower_xnnpack(module: nn.Module, sample: torch.Tensor):
     )
     from executorch.exir import to_edge_transform_and_lower
 
-    program = torch.export.export(module, (sample,))
+    program = torch.export.export(module, samples)
     edge = to_edge_transform_and_lower(
         program, transform_passes=get_transform_passes() + [squeeze_select_pass()], partitioner=[XnnpackPartitioner()],
         compile_config=get_xnnpack_edge_compile_config())
@@ -253,12 +259,16 @@ def write_pte(manager, path: Path) -> Path:
     return path
 
 
-def _sample(ctx: ExportContext) -> torch.Tensor:
-    return torch.zeros(1, 3, *ctx.built.input_hw)
+def _samples(ctx: ExportContext) -> tuple[torch.Tensor, ...]:
+    """The program's sample inputs: the image, and for a prompted model the prompt (metres, 1 to 5 m)."""
+    image = torch.zeros(1, 3, *ctx.built.input_hw)
+    prompt_hw = ctx.built.prompt_hw
+    return (image, torch.linspace(1.0, 5.0, prompt_hw[0] * prompt_hw[1]).reshape(1, 1, *prompt_hw)) if prompt_hw \
+        else (image,)
 
 
 def _xnnpack(ctx: ExportContext, name: str, precision: str, module: nn.Module, changes: list[str], **extra) -> dict:
-    manager, report = lower_xnnpack(module, _sample(ctx))
+    manager, report = lower_xnnpack(module, *_samples(ctx))
     path = write_pte(manager, ctx.out_dir / f"{ctx.stem}_{name.replace('-', '_')}.pte")
     ctx.files[name] = path
     return artifact_entry(ctx, path, name, precision=precision, runtime="executorch", backend="xnnpack",
@@ -279,7 +289,7 @@ def xnnpack_fp16_split(ctx: ExportContext) -> dict:
 
 def xnnpack_int8(ctx: ExportContext) -> dict:
     module, changes = backend_form(ctx.built.model, **FORMS["fp32"])
-    return _xnnpack(ctx, "xnnpack-int8", "int8", quantize_dynamic_int8(module, _sample(ctx)), changes,
+    return _xnnpack(ctx, "xnnpack-int8", "int8", quantize_dynamic_int8(module, *_samples(ctx)), changes,
                     quantization="XNNPACKQuantizer dynamic int8 activations, per-channel symmetric int8 weights on the "
                                  "linear layers; convolutions, norms and resizes kept fp32")
 
@@ -297,7 +307,7 @@ def _coremltools():
     return ct
 
 
-def lower_coreml(module: nn.Module, sample: torch.Tensor):
+def lower_coreml(module: nn.Module, *samples: torch.Tensor):
     """Core ML partitioner with fp16 compute; returns (program manager, delegation report)."""
     ct = _coremltools()
     from executorch.backends.apple.coreml.compiler import CoreMLBackend
@@ -307,20 +317,22 @@ def lower_coreml(module: nn.Module, sample: torch.Tensor):
     specs = CoreMLBackend.generate_compile_specs(
         compute_precision=ct.precision.FLOAT16, compute_unit=ct.ComputeUnit.ALL,
         minimum_deployment_target=getattr(ct.target, COREML_TARGET))
-    edge = to_edge_transform_and_lower(torch.export.export(module, (sample,)),
+    edge = to_edge_transform_and_lower(torch.export.export(module, samples),
                                        partitioner=[CoreMLPartitioner(compile_specs=specs)])
     return edge.to_executorch(), delegation_report(edge.exported_program().graph_module)
 
 
-def convert_mlpackage(module: nn.Module, sample: torch.Tensor):
-    """coremltools ML Program (fp16 compute, float32 input 'image' and output 'depth')."""
+def convert_mlpackage(module: nn.Module, *samples: torch.Tensor):
+    """coremltools ML Program (fp16 compute, float32 inputs 'image' and a prompted model's 'prompt', output
+    'depth')."""
     import numpy as np
 
     ct = _coremltools()
-    program = torch.export.export(module, (sample,)).run_decompositions({})
+    program = torch.export.export(module, samples).run_decompositions({})
     return ct.convert(program, convert_to="mlprogram", compute_precision=ct.precision.FLOAT16,
                       minimum_deployment_target=getattr(ct.target, COREML_TARGET),
-                      inputs=[ct.TensorType(name="image", shape=tuple(sample.shape), dtype=np.float32)],
+                      inputs=[ct.TensorType(name=name, shape=tuple(s.shape), dtype=np.float32)
+                              for name, s in zip(("image", "prompt"), samples)],
                       outputs=[ct.TensorType(name="depth", dtype=np.float32)])
 
 
@@ -368,10 +380,10 @@ def coreml(ctx: ExportContext) -> dict:
     from .litert import verbose
 
     module, changes = backend_form(ctx.built.model, **FORMS["coreml"])
-    sample = _sample(ctx)
+    samples = _samples(ctx)
     with native_stderr_muted(not verbose()):  # coremltools' progress bars and version warnings
-        manager, report = lower_coreml(module, sample)
-        mlmodel = convert_mlpackage(module, sample)
+        manager, report = lower_coreml(module, *samples)
+        mlmodel = convert_mlpackage(module, *samples)
     path = write_pte(manager, ctx.out_dir / f"{ctx.stem}_coreml.pte")
     package = save_mlpackage(mlmodel, ctx.out_dir / f"{ctx.stem}_coreml.mlpackage")
     ctx.files["coreml"] = path

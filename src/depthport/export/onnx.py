@@ -17,6 +17,8 @@ INPUT_NAME, PROMPT_NAME, OUTPUT_NAME = "image", "prompt", "depth"
 PATCH = 14
 MAX_GRID = 1024  # the largest patch grid side a dynamic export accepts (14336 pixels)
 DEFAULT_HW_KEY = "depthport.default_input_hw"  # metadata of a dynamic export: the shape it was traced at
+DEFAULT_PROMPT_HW_KEY = "depthport.default_prompt_hw"  # and, for a prompted model, the prompt's
+MAX_PROMPT_SIDE = 4096
 
 
 def export_onnx(model: nn.Module, input_hw: tuple[int, int], path: str | Path, opset: int = OPSET) -> Path:
@@ -60,20 +62,27 @@ def onnx_target(ctx: ExportContext) -> dict:
 
 def export_onnx_dynamic(model: nn.Module, input_hw: tuple[int, int], path: str | Path, opset: int = OPSET) -> Path:
     """The input's H and W symbolic (``14*grid_h`` x ``14*grid_w``); ``input_hw`` is the sample the exporter traces
-    with, recorded in the file's metadata as the shape runners use when none is given."""
+    with, recorded in the file's metadata as the shape runners use when none is given. A prompted model's prompt
+    (second input) has its h and w symbolic too, its traced shape recorded the same way."""
     import onnx
     from torch.export import Dim
 
     from ..quiet import native_stderr_muted
 
     grid_h, grid_w = Dim("grid_h", min=1, max=MAX_GRID), Dim("grid_w", min=1, max=MAX_GRID)
-    sample = torch.zeros(1, 3, *input_hw)
+    samples, shapes = (torch.zeros(1, 3, *input_hw),), {"x": {2: PATCH * grid_h, 3: PATCH * grid_w}}
+    props = {DEFAULT_HW_KEY: f"{input_hw[0]}x{input_hw[1]}"}
+    prompt_hw = getattr(model, "prompt_hw", None)
+    if prompt_hw:
+        samples += (torch.linspace(1.0, 5.0, prompt_hw[0] * prompt_hw[1]).reshape(1, 1, *prompt_hw),)
+        shapes["prompt"] = {2: Dim("prompt_h", min=2, max=MAX_PROMPT_SIDE), 3: Dim("prompt_w", min=2, max=MAX_PROMPT_SIDE)}
+        props[DEFAULT_PROMPT_HW_KEY] = f"{prompt_hw[0]}x{prompt_hw[1]}"
     with native_stderr_muted():
-        program = torch.onnx.export(model.eval(), (sample,), dynamo=True, opset_version=opset, optimize=True,
-                                    verbose=False, input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
-                                    external_data=False, dynamic_shapes={"x": {2: PATCH * grid_h, 3: PATCH * grid_w}})
+        program = torch.onnx.export(model.eval(), samples, dynamo=True, opset_version=opset, optimize=True,
+                                    verbose=False, input_names=[INPUT_NAME, PROMPT_NAME][: len(samples)],
+                                    output_names=[OUTPUT_NAME], external_data=False, dynamic_shapes=shapes)
     proto = program.model_proto
-    onnx.helper.set_model_props(proto, {DEFAULT_HW_KEY: f"{input_hw[0]}x{input_hw[1]}"})
+    onnx.helper.set_model_props(proto, props)
     onnx.checker.check_model(proto)
     path = Path(path)
     with atomic_path(path) as tmp:
@@ -99,10 +108,11 @@ def onnx_dynamic_target(ctx: ExportContext) -> dict:
     b = ctx.built
     names = [r for r in b.rewrites if r not in SHAPE_BOUND]
     try:
-        model = DynamicDA2(build(b.spec, b.input_hw, b.weights, rewrites=names, pos_formula=b.pos_formula).model)
+        model = DynamicDA2(build(b.spec, b.input_hw, b.weights, rewrites=names, pos_formula=b.pos_formula,
+                                 prompt_hw=b.prompt_hw).model)
     except TypeError:
-        raise InputError(f"--targets onnx-dynamic: only relative Depth Anything V2 models have a dynamic-shape form "
-                         f"so far, and {b.spec.id} is not one") from None
+        raise InputError(f"--targets onnx-dynamic: only relative Depth Anything V2 and Prompt Depth Anything models "
+                         f"have a dynamic-shape form so far, and {b.spec.id} is not one") from None
     path = export_onnx_dynamic(model, b.input_hw, ctx.out_dir / f"{ctx.stem}_dynamic.onnx")
     ctx.files["onnx-dynamic"] = path
     shapes = [list(hw) for hw in (ctx.options.dynamic_shapes or dynamic_shapes(b.input_hw))]

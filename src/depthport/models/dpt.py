@@ -113,6 +113,6 @@ class DPTHead(nn.Module):
         return x.reshape(1, *x.shape[2:])
 
     def activate(self, x: torch.Tensor) -> torch.Tensor:
-        if self.activation == "sigmoid":
-            return torch.sigmoid(x) * self.max_depth
+        if self.activation == "sigmoid":  # Prompt Depth Anything's max_depth is 1: no multiplication (nor its constant)
+            return torch.sigmoid(x) if self.max_depth == 1 else torch.sigmoid(x) * self.max_depth
         return torch.exp(x) if self.activation == "exp" else torch.relu(x)

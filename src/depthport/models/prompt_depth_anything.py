@@ -5,6 +5,7 @@ to the prompt's depth range. Configurations: `configs.PROMPT_DA_CONFIGS`."""
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .configs import PROMPT_DA_CONFIGS as CONFIGS
@@ -15,13 +16,19 @@ from .dpt import DPTHead
 __all__ = ["CONFIGS", "PromptDepthAnything", "normalise_prompt"]
 
 
-def normalise_prompt(prompt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def normalise_prompt(prompt: torch.Tensor, pooled: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(1, 1, h, w) depth in metres -> (its min-max normalisation to [0, 1], min, max-min), each (1, 1, 1, 1).
 
     Rank-4 reductions over H and W, as the GPU delegate takes them; upstream flattens the map first, which is
-    the same minimum and maximum."""
-    low = torch.amin(prompt, dim=(2, 3), keepdim=True)
-    span = torch.amax(prompt, dim=(2, 3), keepdim=True) - low
+    the same minimum and maximum. ``pooled``: the same two values as max pooling over the whole map (of the map and
+    of its negation), which XNNPACK runs and its min/max reductions are not offered to (exact)."""
+    if pooled:
+        window = tuple(prompt.shape[-2:])
+        low = -F.max_pool2d(-prompt, window)
+        span = F.max_pool2d(prompt, window) - low
+    else:
+        low = torch.amin(prompt, dim=(2, 3), keepdim=True)
+        span = torch.amax(prompt, dim=(2, 3), keepdim=True) - low
     return (prompt - low) / span, low, span
 
 
@@ -33,6 +40,7 @@ class PromptDepthAnything(nn.Module):
                  pos_formula: str = "transformers"):
         super().__init__()
         self.cfg, self.prompt_hw = cfg, tuple(prompt_hw)
+        self.range_by_pooling = False  # ExecuTorch's backend form sets it (``normalise_prompt(pooled=True)``)
         self.encoder = DinoV2(cfg.vit, input_hw, pos_formula)
         self.head = DPTHead(cfg.dpt, self.encoder.grid_hw, cfg.vit.patch, self.prompt_hw)
 
@@ -43,6 +51,6 @@ class PromptDepthAnything(nn.Module):
     def forward(self, image: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
         if image.shape[0] > 1:
             return torch.cat([self(image[i : i + 1], prompt[i : i + 1]) for i in range(image.shape[0])])
-        unit, low, span = normalise_prompt(prompt)
+        unit, low, span = normalise_prompt(prompt, self.range_by_pooling)
         depth = self.head(self.encoder.forward_intermediates(image, self.cfg.layers), unit)
         return depth * span.reshape(1, 1, 1) + low.reshape(1, 1, 1)
