@@ -53,3 +53,20 @@ def import_or_skip(module: str):
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
         skip_or_fail(f"{module} is not installed: {exc}")
+
+
+def browser_or_skip():
+    """Chromium, Playwright and the pinned npm runtimes (scripts/setup_web.sh), or skip (fail in CI)."""
+    from depthport.errors import InputError
+    from depthport.web.chromium import CHROMIUM, SETUP_HINT
+    from depthport.web.runtimes import RUNTIMES, runtime_files
+
+    if not CHROMIUM.is_file():
+        skip_or_fail(f"no Chromium at {CHROMIUM}; {SETUP_HINT}")
+    try:
+        import playwright  # noqa: F401
+
+        for name in RUNTIMES:
+            runtime_files(name)
+    except (ModuleNotFoundError, InputError) as exc:
+        skip_or_fail(f"browser setup missing: {exc}")

@@ -14,7 +14,7 @@ from depthport.cli import main
 from depthport.models.layers import Resize
 from depthport.registry import MODELS, get_spec, tiny_spec
 
-from helpers import rel_l2, vulkan_or_skip
+from helpers import browser_or_skip, rel_l2, vulkan_or_skip
 
 ASSET = "src/depthport/assets/chelsea.jpg"
 SPEC = get_spec("prompt-da-tiny")
@@ -271,15 +271,13 @@ def test_bad_prompt_is_one_line_exit_2_and_nothing_written(exported, tmp_path, c
     assert not any((tmp_path / "out").iterdir())
 
 
-def test_prompt_on_a_one_image_file_and_other_targets_are_refused(tiny_tflite, tmp_path, capsys):
+def test_prompt_on_a_one_image_file_and_a_prompt_size_for_an_image_model_are_refused(tiny_tflite, tmp_path, capsys):
     prompt = save_prompt_png(tmp_path / "depth.png", (192, 256))
     photos = tmp_path / "photos"
     photos.mkdir()
     Image.open(ASSET).save(photos / "cat.jpg")
     cases = [(["predict", str(tiny_tflite), ASSET, "-o", str(tmp_path / "d.png"), "--prompt", str(prompt)],
               "--prompt is for files with a prompt depth input"),
-             (["export", "prompt-da-tiny", "--targets", "xnnpack-fp32,web", "--out", str(tmp_path / "e")],
-              "takes a prompt depth input, which web do(es) not feed yet; targets for a prompted model: litert-fp32,"),
              (["export", "da2-tiny", "--prompt-size", "192x256", "--out", str(tmp_path / "e")],
               "--prompt-size is for models with a prompt input"),
              (["export", "prompt-da-tiny", "--images", str(photos), "--out", str(tmp_path / "e")],
@@ -290,3 +288,67 @@ def test_prompt_on_a_one_image_file_and_other_targets_are_refused(tiny_tflite, t
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and message in err, err
     assert not (tmp_path / "e").exists() and not (tmp_path / "d.png").exists()
+
+
+# ------------------------------------------------------------------------------------------------------- the web pages
+@pytest.fixture(scope="module")
+def web_exported(tmp_path_factory):
+    """`depthport export prompt-da-tiny --targets web,web-onnx` on one photo with its 16-bit PNG prompt: both pages
+    verified in headless Chromium with the prompt (WASM; WebGPU FP32, and FP16 for LiteRT.js, on SwiftShader)."""
+    browser_or_skip()
+    photos = tmp_path_factory.mktemp("prompt-web-photos")
+    Image.open(ASSET).save(photos / "cat.png")
+    save_prompt_png(photos / "cat.prompt.png", (192, 256))
+    out = tmp_path_factory.mktemp("prompt-web") / "out"
+    code = main(["export", "prompt-da-tiny", "--targets", "web,web-onnx", "--images", str(photos), "--skip",
+                 "ledger,bench", "--fast-shaders", "--out", str(out)])
+    return out, json.loads((out / "report.json").read_text()), code
+
+
+@pytest.mark.browser
+def test_web_pages_feed_the_prompt_on_wasm_and_webgpu(web_exported):
+    out, report, code = web_exported
+    assert code == 0
+    for art in report["artifacts"]:
+        assert art["status"] == "shipped", art.get("status_reason")
+        assert art["checks"]["parity"]["state"] == "pass" and art["parity"]["rel_l2_pooled"] <= 1e-5
+        assert art["checks"]["webgpu_fp32"]["state"] == "pass", art["checks"]["webgpu_fp32"]
+        backends = art["browser"]["backends"]
+        assert backends["webgpu-fp32"]["vs_cpu"]["rel_l2_pooled"] < 1e-4 and "error" not in art["browser"]["shown"]
+        config = json.loads((out / art["file"] / "depthport-web.json").read_text())
+        assert config["prompt_shape"] == [1, 1, 192, 256] and (out / art["file"] / config["prompt"]).is_file()
+    litert = {a["target"]: a for a in report["artifacts"]}["web"]
+    assert litert["browser"]["backends"]["webgpu-fp16"]["fp16"]["predicted"]["arithmetic"] > 0
+    assert report["verify"]["prompts"] == {"cat.png": "cat.prompt.png"}
+
+
+@pytest.mark.browser
+def test_web_page_reads_prompt_files_as_depthport_does(web_exported, tmp_path):
+    """The page's .npy and 16-bit PNG readers give load_prompt's metres; a prompt of another shape is sampled
+    (nearest) to the model's; a flat prompt is refused with load_prompt's reason."""
+    from depthport.core.prompts import load_prompt
+    from depthport.web import chromium
+    from depthport.web.server import serving
+
+    out, report, _ = web_exported
+    folder = out / {a["target"]: a for a in report["artifacts"]}["web"]["file"]
+    rng = np.random.default_rng(0)
+    png16 = tmp_path / "tof.png"
+    Image.fromarray(rng.integers(300, 6000, (90, 120)).astype(np.uint16)).save(png16)
+    npy = tmp_path / "lidar.npy"
+    np.save(npy, rng.uniform(0.2, 8.0, (192, 256)).astype(np.float32))
+    flat = tmp_path / "flat.npy"
+    np.save(flat, np.full((192, 256), 2.0, np.float32))
+    with serving(folder) as url:
+        page = chromium.shared_browser(True).open(url)
+        try:
+            for path in (png16, npy):
+                depth, model_input = page.prompt_of(path.read_bytes(), path.name)
+                expected = load_prompt(path)
+                np.testing.assert_allclose(depth, expected, rtol=1e-6)
+                rows, cols = np.arange(192) * expected.shape[0] // 192, np.arange(256) * expected.shape[1] // 256
+                np.testing.assert_array_equal(model_input.reshape(192, 256), expected[rows][:, cols])
+            with pytest.raises(RuntimeError, match="2 m everywhere: a prompt needs a range of depths"):
+                page.prompt_of(flat.read_bytes(), flat.name)
+        finally:
+            page.close()

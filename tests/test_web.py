@@ -13,26 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import TINY_HW, skip_or_fail
+from helpers import TINY_HW, browser_or_skip
 
 pytestmark = pytest.mark.browser
-
-
-def browser_or_skip():
-    """Chromium, Playwright and the pinned npm runtimes (scripts/setup_web.sh), or skip (fail in CI)."""
-    from depthport.errors import InputError
-    from depthport.web.chromium import CHROMIUM, SETUP_HINT
-    from depthport.web.runtimes import RUNTIMES, runtime_files
-
-    if not CHROMIUM.is_file():
-        skip_or_fail(f"no Chromium at {CHROMIUM}; {SETUP_HINT}")
-    try:
-        import playwright  # noqa: F401
-
-        for name in RUNTIMES:
-            runtime_files(name)
-    except (ModuleNotFoundError, InputError) as exc:
-        skip_or_fail(f"browser setup missing: {exc}")
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from .families.da3_mono import DA3_MONO
 from .families.prompt_da import ARKIT_PROMPT_HW, PROMPT_DA
 from .spec import CANONICAL, METRES, RELATIVE, UP_TO_SCALE, ModelSpec
 
-__all__ = ["MODELS", "PROMPTED_TARGETS", "ModelSpec", "get_spec", "image_only_spec", "require_targets", "tiny_spec"]
+__all__ = ["MODELS", "ModelSpec", "get_spec", "image_only_spec", "tiny_spec"]
 
 DA2_OUTPUT = "relative inverse depth (larger = nearer), shape [1, H, W]"
 DA2_METRIC_OUTPUT = "metric depth in metres (larger = farther), sigmoid x max_depth, shape [1, H, W]"
@@ -123,27 +123,15 @@ def get_spec(model_id: str) -> ModelSpec:
         raise InputError(f"unknown model {model_id!r}; supported: {known}") from None
 
 
-# The targets that feed a prompted model's second input; the others take one image.
-PROMPTED_TARGETS = ("litert-fp32", "litert-fp16", "litert-int8", "litert-int8-weight", "xnnpack-fp32", "xnnpack-fp16",
-                    "xnnpack-fp16-split", "xnnpack-int8", "coreml", "onnx", "onnx-dynamic")
-
-
 def image_only_spec(model_id: str, what: str) -> ModelSpec:
     """``get_spec`` for a command (``what``) that feeds one image: a prompted model is refused in one line."""
     spec = get_spec(model_id)
     if spec.prompted:
         raise InputError(f"{spec.id} takes a prompt depth map beside the image, and {what} feeds one image; "
-                         f"export it (`depthport export {spec.id}`, targets: {', '.join(PROMPTED_TARGETS)}) and use "
+                         f"export it (`depthport export {spec.id}`: every target takes the prompt) and use "
                          "`depthport verify` or `depthport predict --prompt` on the file")
     return spec
 
-
-def require_targets(spec: ModelSpec, targets) -> None:
-    """A prompted model is exported to the targets that feed its prompt, and only those."""
-    other = [t for t in targets if t not in PROMPTED_TARGETS]
-    if spec.prompted and other:
-        raise InputError(f"{spec.id} takes a prompt depth input, which {', '.join(other)} do(es) not feed yet; "
-                         f"targets for a prompted model: {', '.join(PROMPTED_TARGETS)}")
 
 
 def tiny_spec(spec: ModelSpec) -> ModelSpec:

@@ -97,7 +97,7 @@ def options_from(args):
     from ..outdir import require_folder
     from ..pipeline import ExportOptions, parse_targets
     from ..preprocess import parse_size
-    from ..registry import get_spec, require_targets
+    from ..registry import get_spec
     from ..verify.gates import thresholds
 
     spec = get_spec(args.model)
@@ -114,7 +114,6 @@ def options_from(args):
                          fold_normalization=args.fold_normalization, pos_formula=args.pos_embed,
                          fp16_safe=("norm", "attention") if args.fp16_safe else ("norm",) if args.fp16_safe_norm else (),
                          prompt_hw=prompt_size(args, spec, parse_size), command=command_line(), stages=stages)
-    require_targets(spec, opts.targets)
     thresholds(args.gate)
     if args.images:
         _, images = image_set(args.images)

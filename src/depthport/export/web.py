@@ -51,7 +51,8 @@ def web_target(ctx: ExportContext, name: str) -> dict:
     source = model_file(ctx, runtime)
     folder = ctx.out_dir / f"{ctx.stem}_{name.replace('-', '_')}"
     normalize = "fold_input_normalization" not in ctx.built.rewrites
-    config = page_config(runtime, "model" + source.suffix, ctx.built.input_hw, normalize, page_meta(ctx))
+    config = page_config(runtime, "model" + source.suffix, ctx.built.input_hw, normalize, page_meta(ctx),
+                         ctx.built.prompt_hw)
     write_web_folder(folder, source, runtime, config)
     ctx.files[name] = folder
     entry = artifact_entry(ctx, folder, name, precision="fp32", runtime=f"{runtime} {config['runtime_version']}",

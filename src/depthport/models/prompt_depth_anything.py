@@ -24,8 +24,8 @@ def normalise_prompt(prompt: torch.Tensor, pooled: bool = False) -> tuple[torch.
     of its negation), which XNNPACK runs and its min/max reductions are not offered to (exact)."""
     if pooled:
         window = tuple(prompt.shape[-2:])
-        low = -F.max_pool2d(-prompt, window)
-        span = F.max_pool2d(prompt, window) - low
+        low = -F.max_pool2d(-prompt, window, window)  # the stride given: coremltools requires it
+        span = F.max_pool2d(prompt, window, window) - low
     else:
         low = torch.amin(prompt, dim=(2, 3), keepdim=True)
         span = torch.amax(prompt, dim=(2, 3), keepdim=True) - low

@@ -72,8 +72,10 @@ def timing(ms: list[float], accelerator: str | None, adapter: str) -> dict:
     return {"first_ms": ms[0], "median_ms": float(np.median(rest)) if rest else None, "calls": len(ms), "label": label}
 
 
-def run_backend(page, name: str, model: str | None, hw: tuple[int, int], images, adapter: str) -> dict:
-    """One backend over ``images`` through the page: its outputs, inputs, timings and the runtime's account."""
+def run_backend(page, name: str, model: str | None, hw: tuple[int, int], images, adapter: str,
+                prompts: dict | None = None) -> dict:
+    """One backend over ``images`` (with their ``prompts``, for a prompted model) through the page: its outputs,
+    inputs, timings and the runtime's account."""
     backend, precision = BACKENDS[name]
     mark = len(page.console)
     try:
@@ -81,7 +83,8 @@ def run_backend(page, name: str, model: str | None, hw: tuple[int, int], images,
         shape = [1, 3, *hw]
         tensors, outputs, ms = {}, {}, []
         for img_name, img in images:
-            tensor, depth, took = page.infer_png(backend, precision, model, png(img), shape)
+            tensor, depth, took = page.infer_png(backend, precision, model, png(img), shape,
+                                                 prompts[img_name] if prompts else None)
             tensors[img_name], outputs[img_name] = tensor, depth.reshape(hw)
             ms.append(took)
         if len(ms) < TIMED_CALLS + 1:  # the first call compiles (WebGPU: its shaders): time warm calls too
@@ -93,14 +96,14 @@ def run_backend(page, name: str, model: str | None, hw: tuple[int, int], images,
             "tensors": tensors, "outputs": outputs, "time": timing(ms, info.get("accelerator"), adapter)}
 
 
-def fp16_predictions(model, hw: tuple[int, int], normalize: bool, images) -> dict:
+def fp16_predictions(model, hw: tuple[int, int], normalize: bool, images, prompts: dict | None = None) -> dict:
     """depthport's FP16 predictions for ``model``: FP16 storage (fp16 weights and op outputs, FP32 arithmetic:
     ``accumulate="fp32"``) and FP16 arithmetic (fp16 accumulation too), as rel. L2 against FP32."""
     from ..check.fp16_compute import predict_fp16
 
     out = {}
     for key, accumulate in (("storage", "fp32"), ("arithmetic", "fp16")):
-        entry = predict_fp16(model, hw, normalize=normalize, accumulate=accumulate, images=images)
+        entry = predict_fp16(model, hw, normalize=normalize, accumulate=accumulate, images=images, prompts=prompts)
         out[key] = entry.get("rel_l2")
     return out
 
@@ -111,12 +114,12 @@ def gpu_runs(page, job: WebJob, adapter: str, cpu: dict, small: SmallExport | No
     refs = job.refs.at(hw, job.threads, model, fp64=False) if small else job.refs
     names = [n for n in job.backends if n.startswith("webgpu")]
     if small and names:
-        cpu = run_backend(page, "wasm", model_url, hw, refs.images, adapter)
+        cpu = run_backend(page, "wasm", model_url, hw, refs.images, adapter, refs.prompts)
     runs = {}
     for name in names:
         if name == "webgpu-fp16" and job.config["runtime"] == "onnxruntime-web":
             continue
-        run = run_backend(page, name, model_url, hw, refs.images, adapter)
+        run = run_backend(page, name, model_url, hw, refs.images, adapter, refs.prompts)
         run["file"] = f"small re-export {hw[0]}x{hw[1]}" if small else job.config["model_file"]
         if "error" not in run and "error" not in cpu:
             run["on_gpu"] = webgpu_verdict.gpu_evidence(run["info"], run["gpu"], run["console"])
@@ -132,7 +135,7 @@ def gpu_runs(page, job: WebJob, adapter: str, cpu: dict, small: SmallExport | No
 
 def fp16_block(run: dict, model, hw: tuple[int, int], refs: References) -> dict:
     mode = webgpu_verdict.fp16_mode(run["gpu"])
-    predicted = fp16_predictions(model, hw, refs.eager_normalized, refs.images)
+    predicted = fp16_predictions(model, hw, refs.eager_normalized, refs.images, refs.prompts)
     note, agrees = webgpu_verdict.prediction_note(run["vs_cpu"]["rel_l2_pooled"], mode["mode"], predicted)
     if webgpu_verdict.refused(run["on_gpu"]):  # the output is not FP16's doing: part of the model never ran
         note, agrees = f"{note.split(' (')[0]}: not comparable, {webgpu_verdict.refused(run['on_gpu'])}", None
@@ -178,7 +181,7 @@ def verify_folder(job: WebJob) -> WebResult:
         page = browser.open(url)
         try:
             adapter = page.call("() => window.depthport.page.gpu") or ""
-            wasm = run_backend(page, "wasm", None, job.built.input_hw, job.refs.images, adapter)
+            wasm = run_backend(page, "wasm", None, job.built.input_hw, job.refs.images, adapter, job.refs.prompts)
             runs = gpu_runs(page, job, adapter, wasm, small) if gpu_wanted and adapter else {}
             shown = show(page, "webgpu" if adapter and small is None and gpu_wanted else "wasm")
         finally:

@@ -124,17 +124,25 @@ class Page:
         """Load and compile the model for ``backend`` (and GPU ``precision``); the runtime's own account of it."""
         return self.call("([b, p, m]) => __depthportDriver.select(b, p, m)", [backend, precision, model])
 
-    def infer_png(self, backend: str, precision: str, model: str | None, png: bytes,
-                  shape: list[int]) -> tuple[np.ndarray, np.ndarray, float]:
-        """(input tensor as the page made it, output, ms) for one PNG image through the page's own JS."""
-        out = self.call("([b, p, m, png, s]) => __depthportDriver.inferPng(b, p, m, png, s)",
-                        [backend, precision, model, base64.b64encode(png).decode("ascii"), shape])
+    def infer_png(self, backend: str, precision: str, model: str | None, png: bytes, shape: list[int],
+                  prompt: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float]:
+        """(input tensor as the page made it, output, ms) for one PNG image through the page's own JS; ``prompt``:
+        a prompted model's (1, 1, h, w) prompt input, fed as it is."""
+        extra = [base64.b64encode(np.ascontiguousarray(prompt, "<f4").tobytes()).decode("ascii"),
+                 list(prompt.shape)] if prompt is not None else [None, None]
+        out = self.call("([b, p, m, png, s, q, qs]) => __depthportDriver.inferPng(b, p, m, png, s, q, qs)",
+                        [backend, precision, model, base64.b64encode(png).decode("ascii"), shape, *extra])
         return floats(out["tensor"]).reshape(shape), floats(out["depth"]), float(out["ms"])
 
     def tensor_of(self, png: bytes, shape: list[int]) -> np.ndarray:
         """The page's input tensor for one PNG image (its decode and preprocessing, no model run)."""
         out = self.call("([png, s]) => __depthportDriver.tensorOf(png, s)", [base64.b64encode(png).decode("ascii"), shape])
         return floats(out).reshape(shape)
+
+    def prompt_of(self, data: bytes, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """The page's reading of a prompt file (``name`` says .npy or PNG): ((h, w) metres, its model input)."""
+        out = self.call("([d, n]) => __depthportDriver.promptOf(d, n)", [base64.b64encode(data).decode("ascii"), name])
+        return floats(out["depth"]).reshape(out["h"], out["w"]), floats(out["input"])
 
     def time(self, backend: str, precision: str, model: str | None, calls: int) -> list[float]:
         """ms of ``calls`` more runs on the last input."""

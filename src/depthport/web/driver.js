@@ -1,6 +1,7 @@
 // Added by `depthport verify` before the page's own scripts (never part of the page a person gets): what the
-// Python driver calls. Images go in as PNG bytes and through the page's own decode and preprocessing; tensors and
-// depth maps come back as base64 float32 (little-endian).
+// Python driver calls. Images go in as PNG bytes and through the page's own decode and preprocessing; a prompted
+// model's prompt goes in as the model's (1, 1, h, w) float32; tensors and depth maps come back as base64 float32
+// (little-endian).
 self.__depthportDriver = (() => {
   const b64 = (typed) => {
     const bytes = new Uint8Array(typed.buffer, typed.byteOffset, typed.byteLength);
@@ -17,26 +18,32 @@ self.__depthportDriver = (() => {
       self.__depthportGpu?.reset();
       return (await d.engine(backend, precision, model)).info;
     },
-    async inferPng(backend, precision, model, png, shape) {
+    async inferPng(backend, precision, model, png, shape, prompt, promptShape) {
       const d = await page();
       const eng = await d.engine(backend, precision, model);
       const img = await d.decode(new Blob([fromB64(png)], {type: 'image/png'}));
       const tensor = d.toTensor(img.rgb, img.w, img.h, {...d.page.config, input_shape: shape});
-      const {depth, ms} = await d.infer(eng, tensor, shape);
-      last = {tensor, shape};
+      const extra = prompt ? {data: new Float32Array(fromB64(prompt).buffer), shape: promptShape} : null;
+      const {depth, ms} = await d.infer(eng, tensor, shape, extra);
+      last = {tensor, shape, extra};
       return {tensor: b64(tensor), depth: b64(depth), ms};
     },
     async time(backend, precision, model, calls) {  // more calls on the last input, for the time per inference
       const d = await page();
       const eng = await d.engine(backend, precision, model);
       const ms = [];
-      for (let i = 0; i < calls; i++) ms.push((await d.infer(eng, last.tensor, last.shape)).ms);
+      for (let i = 0; i < calls; i++) ms.push((await d.infer(eng, last.tensor, last.shape, last.extra)).ms);
       return ms;
     },
     async tensorOf(png, shape) {  // the page's preprocessing alone
       const d = await page();
       const img = await d.decode(new Blob([fromB64(png)], {type: 'image/png'}));
       return b64(d.toTensor(img.rgb, img.w, img.h, {...d.page.config, input_shape: shape}));
+    },
+    async promptOf(bytes, name) {  // the page's reading of a prompt file and its (1, 1, h, w) input, in metres
+      const d = await page();
+      const depth = await d.decodePrompt(new Blob([fromB64(bytes)]), name);
+      return {depth: b64(depth.data), h: depth.h, w: depth.w, input: b64(d.promptTensor(depth, d.page.config))};
     },
     async showBundled(backend, precision) {
       const d = await page();

@@ -30,10 +30,17 @@ def colormap_lut(name: str = "Spectral_r", n: int = 256) -> list[list[int]]:
     return (colormaps[name](np.linspace(0.0, 1.0, n))[:, :3] * 255).round().astype(int).tolist()
 
 
-def page_config(runtime: str, model_file: str, input_hw: tuple[int, int], normalize: bool, meta: dict) -> dict:
+PROMPT_EXAMPLE = "example.prompt.npy"
+
+
+def page_config(runtime: str, model_file: str, input_hw: tuple[int, int], normalize: bool, meta: dict,
+                prompt_hw: tuple[int, int] | None = None) -> dict:
     """``depthport-web.json``: ``meta`` (model, weights, random_weights, output, rewrites, ...) plus what the page
-    needs to load and feed the model."""
-    return {"format": FORMAT, **meta, "runtime": runtime, "runtime_version": RUNTIMES[runtime].version,
+    needs to load and feed the model; a prompted model's prompt shape and the bundled example prompt."""
+    prompted = {"prompt_shape": [1, 1, *prompt_hw], "prompt": PROMPT_EXAMPLE,
+                "prompt_units": "an .npy in metres or a 16-bit PNG in millimetres, sampled (nearest) to prompt_shape"
+                } if prompt_hw else {}
+    return {"format": FORMAT, **meta, **prompted, "runtime": runtime, "runtime_version": RUNTIMES[runtime].version,
             "runtime_packages": provenance(runtime), "model_file": model_file,
             "input_shape": [1, 3, *input_hw], "normalize": normalize,
             "mean": list(IMAGENET_MEAN), "std": list(IMAGENET_STD),
@@ -54,6 +61,12 @@ def write_web_folder(folder: Path, model: Path, runtime: str, config: dict) -> P
     for name in PAGE_FILES:
         shutil.copyfile(STATIC / name, folder / name)
     shutil.copyfile(EXAMPLE, folder / config["image"])
+    if config.get("prompt_shape"):  # the example's prompt: seeded smooth depth (the photo has no measured depth)
+        import numpy as np
+
+        from ..core.prompts import synthetic_prompt
+
+        np.save(folder / config["prompt"], synthetic_prompt(tuple(config["prompt_shape"][2:]), seed=0))
     shutil.copyfile(model, folder / config["model_file"])
     for src, rel in files.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)

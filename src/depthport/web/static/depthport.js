@@ -9,7 +9,7 @@
 
 const PRECISION_BITS = 22;
 const ONE = 2 ** PRECISION_BITS;
-const page = {config: null, engines: new Map(), backend: null, precision: 'fp32', image: null, gpu: null};
+const page = {config: null, engines: new Map(), backend: null, precision: 'fp32', image: null, prompt: null, gpu: null};
 
 // ---- preprocessing -------------------------------------------------------------------------------------------
 
@@ -122,6 +122,94 @@ async function decode(blob) {
   return {bitmap, w: bitmap.width, h: bitmap.height, rgb: rgbOf(data)};
 }
 
+// ---- the prompt depth (Prompt Depth Anything) ----------------------------------------------------------------
+// As depthport.core.prompts reads it: an .npy holds metres, a PNG 16-bit grayscale millimetres; both checked the
+// same way (finite, not negative, a range of depths, an .npy not above 100 m).
+
+async function inflate(bytes) {  // a zlib stream (PNG's IDAT) -> its bytes
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('deflate'));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+async function decodePng16(buf) {
+  const v = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  const chunks = [];
+  let w = 0, h = 0, bits = 0, colour = -1, interlace = 0;
+  for (let pos = 8; pos + 8 <= buf.length;) {
+    const len = v.getUint32(pos);
+    const type = String.fromCharCode(...buf.subarray(pos + 4, pos + 8));
+    if (type === 'IHDR') {
+      [w, h, bits, colour, interlace] = [v.getUint32(pos + 8), v.getUint32(pos + 12), buf[pos + 16], buf[pos + 17], buf[pos + 20]];
+    } else if (type === 'IDAT') chunks.push(buf.subarray(pos + 8, pos + 8 + len));
+    else if (type === 'IEND') break;
+    pos += 12 + len;
+  }
+  if (bits !== 16 || colour !== 0 || interlace) {
+    throw new Error('a prompt PNG holds 16-bit grayscale millimetres, not interlaced (or give metres in an .npy)');
+  }
+  const joined = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+  chunks.reduce((at, c) => (joined.set(c, at), at + c.length), 0);
+  const raw = await inflate(joined);
+  const stride = 2 * w, out = new Float32Array(w * h);
+  let prev = new Uint8Array(stride);
+  for (let y = 0; y < h; y++) {
+    const filter = raw[y * (stride + 1)];
+    const line = raw.slice(y * (stride + 1) + 1, (y + 1) * (stride + 1));
+    for (let i = 0; i < stride; i++) {  // PNG's five scanline filters, 2 bytes per pixel
+      const a = i >= 2 ? line[i - 2] : 0, b = prev[i], c = i >= 2 ? prev[i - 2] : 0;
+      const pa = Math.abs(b - c), pb = Math.abs(a - c), pc = Math.abs(a + b - 2 * c);
+      const predicted = [0, a, b, (a + b) >> 1, pa <= pb && pa <= pc ? a : pb <= pc ? b : c][filter];
+      if (predicted === undefined) throw new Error(`the prompt PNG has an unknown filter ${filter}`);
+      line[i] = (line[i] + predicted) & 255;
+    }
+    for (let x = 0; x < w; x++) out[y * w + x] = ((line[2 * x] << 8) | line[2 * x + 1]) / 1000;
+    prev = line;
+  }
+  return {data: out, h, w, unit: 'mm'};
+}
+
+function decodeNpy(buf) {
+  const v = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  if (buf[0] !== 0x93 || String.fromCharCode(...buf.subarray(1, 6)) !== 'NUMPY') throw new Error('not an .npy file');
+  const start = buf[6] === 1 ? 10 : 12;
+  const header = new TextDecoder().decode(buf.subarray(start, start + (buf[6] === 1 ? v.getUint16(8, true) : v.getUint32(8, true))));
+  const descr = /'descr':\s*'([^']+)'/.exec(header)?.[1];
+  const shape = (/'shape':\s*\(([^)]*)\)/.exec(header)?.[1] ?? '').split(',').map((d) => d.trim()).filter(Boolean).map(Number);
+  const Types = {'<f4': Float32Array, '<f8': Float64Array, '<u2': Uint16Array, '|u1': Uint8Array, '<i4': Int32Array};
+  if (!Types[descr] || /'fortran_order':\s*True/.test(header)) throw new Error(`the prompt .npy holds ${descr}${/True/.test(header) ? ' in Fortran order' : ''}: give little-endian float32 metres`);
+  const dims = shape.filter((d) => d !== 1);
+  if (dims.length !== 2) throw new Error(`the prompt .npy has shape [${shape}]: expected a 2-D depth map`);
+  const offset = start + header.length;
+  const values = new Types[descr](buf.slice(offset, offset + dims[0] * dims[1] * Types[descr].BYTES_PER_ELEMENT).buffer);
+  return {data: Float32Array.from(values), h: dims[0], w: dims[1], unit: 'm'};
+}
+
+export async function decodePrompt(blob, name) {
+  const buf = new Uint8Array(await blob.arrayBuffer());
+  const depth = name.toLowerCase().endsWith('.npy') ? decodeNpy(buf) : await decodePng16(buf);
+  let lo = Infinity, hi = -Infinity;
+  for (const d of depth.data) {
+    if (!Number.isFinite(d)) throw new Error(`prompt ${name} has NaN or infinite values: fill them (a prompt is a dense depth map)`);
+    if (d < 0) throw new Error(`prompt ${name} has negative depths: a prompt holds distances in metres`);
+    lo = Math.min(lo, d); hi = Math.max(hi, d);
+  }
+  if (hi === lo) throw new Error(`prompt ${name} is ${lo} m everywhere: a prompt needs a range of depths`);
+  if (depth.unit === 'm' && hi > 100) throw new Error(`prompt ${name} reaches ${hi}: too far for metres (millimetres?)`);
+  return {...depth, name};
+}
+
+// The model's (1, 1, h, w) prompt: the depth map as it is when its shape is the model's, else sampled (nearest) to
+// it, as the card's snippets sample ARKit's and a ToF camera's depth.
+export function promptTensor(depth, config) {
+  const [, , H, W] = config.prompt_shape;
+  if (depth.h === H && depth.w === W) return Float32Array.from(depth.data);
+  const out = new Float32Array(H * W);
+  for (let y = 0; y < H; y++) {
+    for (let x = 0; x < W; x++) out[y * W + x] = depth.data[Math.floor(y * depth.h / H) * depth.w + Math.floor(x * depth.w / W)];
+  }
+  return out;
+}
+
 // ---- runtimes ------------------------------------------------------------------------------------------------
 
 let liteRtLoading = null;
@@ -135,16 +223,18 @@ async function liteRtEngine(config, backend, precision, url) {
   const model = await lrt.loadAndCompile(url, options);
   const info = {runtime: 'LiteRT.js', requested: backend, accelerator: model.options.accelerator,
     fully_accelerated: model.isFullyAccelerated, precision: backend === 'webgpu' ? precision : 'fp32', threads};
-  return {info, async run(tensor, shape) {
+  return {info, async run(tensor, shape, prompt = null) {
     const input = new lrt.Tensor(tensor, shape);
-    try {
-      const [out] = await model.run(input);
+    const extra = prompt && new lrt.Tensor(prompt.data, prompt.shape);
+    try {  // a prompted model's signature names its inputs image and prompt
+      const out = extra ? Object.values(await model.run({image: input, prompt: extra}))[0] : (await model.run(input))[0];
       const host = await out.moveTo('wasm');
       const data = host.toTypedArray().slice();
       host.delete();
       return data;
     } finally {
       input.delete();
+      extra?.delete();
     }
   }};
 }
@@ -160,8 +250,9 @@ async function ortEngine(config, backend, precision, url) {
   const session = await ort.InferenceSession.create(bytes, options);
   const info = {runtime: 'onnxruntime-web', requested: backend, accelerator: backend, precision: 'fp32',
     threads: ort.env.wasm.numThreads};
-  return {info, async run(tensor, shape) {
+  return {info, async run(tensor, shape, prompt = null) {
     const feeds = {[session.inputNames[0]]: new ort.Tensor('float32', tensor, shape)};
+    if (prompt) feeds[session.inputNames[1]] = new ort.Tensor('float32', prompt.data, prompt.shape);
     const out = await session.run(feeds);
     const result = out[session.outputNames[0]];
     const data = (result.location === 'cpu' ? result.data : await result.getData()).slice();
@@ -182,9 +273,10 @@ export async function engine(backend, precision = 'fp32', model = null) {
   return page.engines.get(key);
 }
 
-export async function infer(eng, tensor, shape) {
+// ``prompt``: {data, shape} for a prompted model (Prompt Depth Anything), else null.
+export async function infer(eng, tensor, shape, prompt = null) {
   const t0 = performance.now();
-  const depth = await eng.run(tensor, shape);
+  const depth = await eng.run(tensor, shape, prompt);
   return {depth, ms: performance.now() - t0};
 }
 
@@ -226,7 +318,9 @@ export async function show(blob) {
     page.image = blob;
     draw($('input'), img.bitmap, img.w, img.h);
     const eng = await engine(page.backend, page.precision);
-    const {depth, ms} = await infer(eng, toTensor(img.rgb, img.w, img.h, config), config.input_shape);
+    if (config.prompt_shape && !page.prompt) throw new Error('choose a prompt depth map (.npy metres or 16-bit PNG millimetres)');
+    const prompt = config.prompt_shape ? {data: promptTensor(page.prompt, config), shape: config.prompt_shape} : null;
+    const {depth, ms} = await infer(eng, toTensor(img.rgb, img.w, img.h, config), config.input_shape, prompt);
     draw($('depth'), colorize(depth, W, H, config.lut), W, H);
     const gpu = eng.info.accelerator === 'webgpu' ? ` (${page.gpu ?? 'adapter unknown'})` : ` (${eng.info.threads ? 'threaded' : '1 thread'})`;
     setStatus({state: 'done', backend: eng.info.accelerator + gpu, precision: eng.info.precision, ms: `${ms.toFixed(1)} ms`});
@@ -249,8 +343,24 @@ async function bundled() {
   return (await fetch(page.config.image)).blob();
 }
 
+async function bundledPrompt() {
+  return decodePrompt(await (await fetch(page.config.prompt)).blob(), page.config.prompt);
+}
+
+async function choosePrompt(file) {
+  try {
+    page.prompt = await decodePrompt(file, file.name);
+    const [, , H, W] = page.config.prompt_shape;
+    setStatus({prompt: `${file.name}: ${page.prompt.h}x${page.prompt.w}${page.prompt.h === H && page.prompt.w === W ? '' : ` sampled (nearest) to ${H}x${W}`}, ${page.prompt.unit === 'mm' ? 'millimetres' : 'metres'}`});
+    if (page.image) await show(page.image);
+  } catch (e) {
+    setStatus({state: `error: ${e.message ?? e}`});
+  }
+}
+
 function wire() {
   $('file').addEventListener('change', (e) => e.target.files[0] && show(e.target.files[0]));
+  $('prompt-file').addEventListener('change', (e) => e.target.files[0] && choosePrompt(e.target.files[0]));
   for (const radio of document.querySelectorAll('input[name=backend]')) {
     radio.addEventListener('change', () => { page.backend = radio.value; page.image && show(page.image); });
   }
@@ -272,8 +382,14 @@ async function main() {
   $('precision').value = page.precision;
   $('precision').disabled = config.runtime === 'onnxruntime-web';
   setStatus({runtime: `${config.runtime} ${config.runtime_version}`, model: config.model_file, state: 'ready'});
+  $('prompt-controls').hidden = !config.prompt_shape;
+  $('status-prompt-row').hidden = !config.prompt_shape;
+  if (config.prompt_shape) {
+    page.prompt = await bundledPrompt();
+    setStatus({prompt: `${config.prompt} (bundled example, metres), model input ${config.prompt_shape[2]}x${config.prompt_shape[3]}`});
+  }
   wire();
   if (params.get('autorun') !== '0') await show(await bundled());
 }
 
-window.depthport = {page, engine, infer, show, toTensor, decode, bundled, ready: main()};
+window.depthport = {page, engine, infer, show, toTensor, decode, decodePrompt, promptTensor, bundled, ready: main()};
