@@ -302,12 +302,12 @@ def web_exported(tmp_path_factory):
     out = tmp_path_factory.mktemp("prompt-web") / "out"
     code = main(["export", "prompt-da-tiny", "--targets", "web,web-onnx", "--images", str(photos), "--skip",
                  "ledger,bench", "--fast-shaders", "--out", str(out)])
-    return out, json.loads((out / "report.json").read_text()), code
+    return out, json.loads((out / "report.json").read_text()), code, photos
 
 
 @pytest.mark.browser
 def test_web_pages_feed_the_prompt_on_wasm_and_webgpu(web_exported):
-    out, report, code = web_exported
+    out, report, code, _ = web_exported
     assert code == 0
     for art in report["artifacts"]:
         assert art["status"] == "shipped", art.get("status_reason")
@@ -330,7 +330,7 @@ def test_web_page_reads_prompt_files_as_depthport_does(web_exported, tmp_path):
     from depthport.web import chromium
     from depthport.web.server import serving
 
-    out, report, _ = web_exported
+    out, report, _, _ = web_exported
     folder = out / {a["target"]: a for a in report["artifacts"]}["web"]["file"]
     rng = np.random.default_rng(0)
     png16 = tmp_path / "tof.png"
@@ -352,3 +352,15 @@ def test_web_page_reads_prompt_files_as_depthport_does(web_exported, tmp_path):
                 page.prompt_of(flat.read_bytes(), flat.name)
         finally:
             page.close()
+
+
+@pytest.mark.browser
+def test_verify_command_feeds_the_prompts_to_a_web_folder(web_exported, tmp_path):
+    out, report, _, photos = web_exported
+    folder = out / {a["target"]: a for a in report["artifacts"]}["web-onnx"]["file"]
+    assert main(["verify", str(folder), "--images", str(photos), "--backends", "wasm", "--fast-shaders",
+                 "--out", str(tmp_path / "v")]) == 0
+    verified = json.loads((tmp_path / "v" / "report.json").read_text())
+    assert verified["verify"]["prompts"] == {"cat.png": "cat.prompt.png"}
+    assert verified["prompt_shape"] == [1, 1, 192, 256]
+    assert verified["artifacts"][0]["checks"]["parity"]["state"] == "pass"

@@ -21,22 +21,29 @@ def parse_backends(text: str) -> tuple[str, ...]:
 
 
 def measure(args, folder: Path, config: dict):
-    """(built, refs, source, WebResult) for one web folder."""
+    """(built, refs, source, WebResult, prompt origins) for one web folder; a prompted model's page gets each
+    image's prompt (``core.prompts.prompt_set``)."""
     from ..build import build
     from ..core.images import image_set
-    from ..registry import image_only_spec
+    from ..core.prompts import prompt_set
+    from ..registry import get_spec
     from ..verify.stage import make_references
     from ..verify.web_folder import WebJob, verify_folder
 
     backends = parse_backends(args.backends)
-    spec = image_only_spec(args.reference or config["model"], "the web page")
+    spec = get_spec(args.reference or config["model"])
     hw = tuple(config["input_shape"][2:])
+    prompt_hw = tuple(config["prompt_shape"][2:]) if config.get("prompt_shape") else None
+    if bool(prompt_hw) != spec.prompted:
+        raise InputError(f"the page in {folder} {'feeds a prompt' if prompt_hw else 'feeds one image'} but {spec.id} "
+                         f"{'takes a prompt beside the image' if spec.prompted else 'takes one image'}")
     source, images = image_set(args.images)
+    prompts, origins = prompt_set(args.images, [n for n, _ in images], prompt_hw) if prompt_hw else (None, None)
     built = build(spec, hw, args.weights or config["weights"], rewrites=config.get("rewrites"),
-                  pos_formula=config.get("pos_embed_formula"))
+                  pos_formula=config.get("pos_embed_formula"), prompt_hw=prompt_hw)
     try:
         refs = make_references(spec, built.weights, hw, None if args.no_eager else built.model, config["normalize"],
-                               images, args.threads, fp64=not args.no_fp64, cache=not args.no_cache)
+                               images, args.threads, fp64=not args.no_fp64, cache=not args.no_cache, prompts=prompts)
     except ModuleNotFoundError as exc:
         from ..errors import MissingDependency
 
@@ -47,7 +54,7 @@ def measure(args, folder: Path, config: dict):
                                           backends, config))
         except RuntimeError as exc:
             raise InputError(f"the page in {folder} failed in Chromium: {exc}") from None
-    return built, refs, source, result
+    return built, refs, source, result, origins
 
 
 def run_web(args, paths: list[Path]) -> int:
@@ -66,7 +73,7 @@ def run_web(args, paths: list[Path]) -> int:
     folder = paths[0]
     config = read_config(folder)
     with console(stderr=True).status(f"verifying {folder} in headless Chromium"), native_stderr_muted(not args.verbose):
-        built, refs, source, result = measure(args, folder, config)
+        built, refs, source, result, prompt_origins = measure(args, folder, config)
     target = "web" if config["runtime"] == "litert.js" else "web-onnx"
     art = {"file": str(folder), "target": target, "precision": "fp32", "bytes": folder_bytes(folder),
            "input_shape": config["input_shape"], "runtime": f"{config['runtime']} {config['runtime_version']}",
@@ -86,9 +93,11 @@ def run_web(args, paths: list[Path]) -> int:
         art["browser"]["screenshot"] = "screenshot.png"
         figures["screenshots"] = {target: result.screenshot}
     report = {"command": command_line(), "model": built.spec.id,
+              **({"prompt_shape": config["prompt_shape"]} if config.get("prompt_shape") else {}),
               "weights": built.weights.argument,
               "random_weights": built.weights.random, "input_shape": config["input_shape"], "versions": versions(),
-              "machine": machine(), "verify": summary_block(refs, source, args.threads, built.weights.random),
+              "machine": machine(),
+              "verify": summary_block(refs, source, args.threads, built.weights.random, prompt_origins),
               "gates": thresholds, "artifacts": [art]}
     write_text(out / "report.json", dumps(report))
     write_html(out / "report.html", report, figures)
