@@ -240,6 +240,30 @@ def test_predict_takes_the_prompt_and_writes_metres_at_the_photo_size(exported, 
     assert 0.7 < float(np.median(depth)) < 4.1 and float(depth.std()) > 0.01
 
 
+def test_predict_on_a_folder_reads_each_images_prompt_beside_it(exported, tmp_path, capsys):
+    """A folder (or a pattern) of photos, each NAME.jpg with NAME.prompt.png / .npy beside it: each depth follows its
+    own prompt's range (metres); the prompt files are not taken for photos; an image without a prompt is reported
+    and skipped, not fatal; a video refuses in one line."""
+    photos, out = tmp_path / "photos", tmp_path / "out"
+    photos.mkdir()
+    for name, (low, high) in {"a": (0.5, 1.5), "b": (4.0, 9.0), "c": (0.0, 0.0)}.items():
+        Image.open(ASSET).save(photos / f"{name}.jpg")
+        if name == "a":
+            save_prompt_png(photos / "a.prompt.png", (192, 256), low, high)
+        elif name == "b":
+            np.save(photos / "b.prompt.npy", np.linspace(low, high, 192 * 256, dtype=np.float32).reshape(192, 256))
+    model = str(exported[0] / "prompt_da_tiny_fp32.tflite")
+    capsys.readouterr()
+    assert main(["predict", model, str(photos), "-o", str(out), "--npy"]) == 0
+    text = capsys.readouterr()
+    assert "c.jpg" in text.out + text.err and "has no prompt beside it" in text.out + text.err
+    assert sorted(p.name for p in out.iterdir()) == ["a.npy", "a.png", "b.npy", "b.png"]
+    a, b = np.load(out / "a.npy"), np.load(out / "b.npy")
+    assert 0.5 - 1e-3 <= a.min() and a.max() <= 1.5 + 1e-3 and 4.0 - 1e-3 <= b.min() and b.max() <= 9.0 + 1e-3
+    assert main(["predict", model, str(photos / "*.*"), "-o", str(tmp_path / "glob")]) == 0
+    assert sorted(p.name for p in (tmp_path / "glob").iterdir()) == ["a.png", "b.png"]
+
+
 BAD_PROMPTS = {
     "missing": (None, "takes a prompt depth map beside the image (192x256): pass --prompt"),
     "portrait": (lambda p: np.save(p, np.linspace(0.5, 4.0, 256 * 192).reshape(256, 192)),

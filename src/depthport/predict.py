@@ -101,7 +101,7 @@ class Predictor:
 
     def __init__(self, model_path: str | Path, letterbox: bool = False, threads: int = 2, accelerator: str = "cpu",
                  gpu_precision: str = "fp32", focal: float | None = None, model_size: bool = False,
-                 images: str | Path = "the image", prompt: str | Path | None = None):
+                 images: str | Path = "the image", prompt: str | Path | None = None, prompts_beside: bool = False):
         self.model_path = Path(model_path)
         self.units = output_units(self.model_path)
         check_focal(self.units, focal, self.model_path, images)
@@ -111,7 +111,10 @@ class Predictor:
         if len(self.runner.input_shape) != 4 or self.runner.input_shape[1] != 3:
             raise InputError(f"{self.model_path.name} does not take an image (input {list(self.runner.input_shape)})")
         self.hw = tuple(self.runner.input_shape[2:])
-        self.extra = self._prompt(prompt)
+        wants = tuple(getattr(self.runner, "extra_shapes", ()))
+        self.prompt_hw = tuple(wants[0][2:]) if wants else None
+        self.prompts_beside = bool(wants) and prompt is None and prompts_beside
+        self.extra = () if self.prompts_beside else self._prompt(prompt)
 
     def _prompt(self, prompt: str | Path | None) -> tuple:
         """The file's further input: the prompt depth (``--prompt``) of a prompted model, checked; else none."""
@@ -121,20 +124,29 @@ class Predictor:
         name = self.model_path.name
         if wants and prompt is None:
             raise InputError(f"{name} takes a prompt depth map beside the image ({wants[0][2]}x{wants[0][3]}): pass "
-                             "--prompt DEPTH, a 16-bit PNG in millimetres or an .npy in metres")
+                             "--prompt DEPTH, a 16-bit PNG in millimetres or an .npy in metres (for a folder or a "
+                             "pattern: NAME.prompt.png or NAME.prompt.npy beside each NAME.jpg; a video has no prompt "
+                             "per frame)")
         if prompt is not None and not wants:
             raise InputError(f"--prompt is for files with a prompt depth input; {name} takes one image")
         return (prompt_input(load_prompt(prompt), wants[0][2:], Path(prompt).name),) if prompt is not None else ()
+
+    def prompt_beside(self, image: Path) -> tuple:
+        """The further input for ``image`` of a folder: its ``NAME.prompt.npy`` / ``NAME.prompt.png``, checked."""
+        from .core.prompts import load_prompt, prompt_beside, prompt_input
+
+        path = prompt_beside(image)
+        return (prompt_input(load_prompt(path), self.prompt_hw, path.name),)
 
     @property
     def metric(self) -> bool:
         return bool((self.units or {}).get("metric"))
 
-    def depth(self, image: Image.Image) -> np.ndarray:
+    def depth(self, image: Image.Image, extra: tuple | None = None) -> np.ndarray:
         """Depth (H, W) of an RGB image: at the image's size, or the model's with ``model_size``; metres for a
-        metric model."""
+        metric model. ``extra``: this image's prompt (``prompt_beside``), else the one given at load."""
         x = model_input(image, self.model_path, self.hw, self.letterbox)
-        raw = np.asarray(self.runner.run(x, *self.extra)).reshape(self.hw)
+        raw = np.asarray(self.runner.run(x, *(self.extra if extra is None else extra))).reshape(self.hw)
         depth = to_metres(raw, self.units, self.focal, image.size, self.letterbox)
         return depth if self.model_size else photo_size(depth, (image.height, image.width), self.letterbox)
 

@@ -15,6 +15,7 @@ from typing import Iterator
 from PIL import Image
 
 from .core.images import image_files
+from .core.prompts import is_prompt_file
 from .errors import InputError
 from .preprocess import load_image
 
@@ -32,6 +33,7 @@ class Item:
     error: str | None = None
     time: float | None = None
     index: int = 0
+    path: Path | None = None  # an image's file (a prompted model finds its prompt beside it)
 
 
 @dataclass
@@ -73,7 +75,7 @@ def open_inputs(source: str | Path) -> Inputs:
         return Inputs("images", text, image_files(path), root=path)
     if path.exists() or not _has_magic(text):
         return _open_video(path) if path.suffix.lower() in VIDEO_SUFFIXES else Inputs("image", text, [path])
-    files = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
+    files = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file() and not is_prompt_file(Path(p)))
     if not files:
         raise InputError(f"no files match the pattern {text!r}")
     if videos := [f.name for f in files if f.suffix.lower() in VIDEO_SUFFIXES]:
@@ -89,9 +91,9 @@ def _images(files: list[Path], names: list[str]) -> Iterator[Item]:
         try:
             image = load_image(file)
         except InputError as exc:
-            yield Item(name, None, str(exc), index=index)
+            yield Item(name, None, str(exc), index=index, path=file)
             continue
-        yield Item(name, image, index=index)
+        yield Item(name, image, index=index, path=file)
 
 
 def _open_video(path: Path) -> Inputs:
