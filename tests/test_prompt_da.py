@@ -164,7 +164,7 @@ def test_int8_and_fp16_files_take_the_prompt_and_are_gated_in_metres(exported, w
     assert pte["checks"]["fp16_arithmetic"]["state"] == "pass"
 
 
-def test_dynamic_onnx_takes_any_image_and_prompt_shape(exported, weights):
+def test_dynamic_onnx_takes_any_image_and_prompt_shape(exported, weights, tmp_path):
     """onnx-dynamic of a prompted model: image H x W (multiples of 14) and prompt h x w free, verified at three image
     shapes by the export, and equal to the model built at each shape here, with prompts of other shapes too."""
     from depthport.runtimes import load_runner
@@ -180,6 +180,8 @@ def test_dynamic_onnx_takes_any_image_and_prompt_shape(exported, weights):
         with torch.no_grad():
             eager = build(SPEC, hw, weights, prompt_hw=prompt_hw).model(x, p)
         assert rel_l2(torch.from_numpy(runner.run(x.numpy(), p.numpy())), eager) <= 1e-5
+    tof = save_prompt_png(tmp_path / "tof.png", (120, 160))  # predict takes a prompt of any shape for this file
+    assert main(["predict", str(out / art["file"]), ASSET, "-o", str(tmp_path / "d.png"), "--prompt", str(tof)]) == 0
 
 
 def test_litert_file_has_named_inputs_passes_the_gpu_rules_and_matches_eager(exported, weights):

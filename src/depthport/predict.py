@@ -118,7 +118,7 @@ class Predictor:
 
     def _prompt(self, prompt: str | Path | None) -> tuple:
         """The file's further input: the prompt depth (``--prompt``) of a prompted model, checked; else none."""
-        from .core.prompts import load_prompt, prompt_input
+        from .core.prompts import load_prompt
 
         wants = tuple(getattr(self.runner, "extra_shapes", ()))
         name = self.model_path.name
@@ -129,14 +129,20 @@ class Predictor:
                              "per frame)")
         if prompt is not None and not wants:
             raise InputError(f"--prompt is for files with a prompt depth input; {name} takes one image")
-        return (prompt_input(load_prompt(prompt), wants[0][2:], Path(prompt).name),) if prompt is not None else ()
+        return (self._prompt_input(load_prompt(prompt), Path(prompt).name),) if prompt is not None else ()
+
+    def _prompt_input(self, depth: np.ndarray, name: str) -> np.ndarray:
+        """The (1, 1, h, w) input of a prompt: of the file's prompt shape, or of any shape for a dynamic file."""
+        from .core.prompts import prompt_input
+
+        return prompt_input(depth, depth.shape if getattr(self.runner, "dynamic", False) else self.prompt_hw, name)
 
     def prompt_beside(self, image: Path) -> tuple:
         """The further input for ``image`` of a folder: its ``NAME.prompt.npy`` / ``NAME.prompt.png``, checked."""
-        from .core.prompts import load_prompt, prompt_beside, prompt_input
+        from .core.prompts import load_prompt, prompt_beside
 
         path = prompt_beside(image)
-        return (prompt_input(load_prompt(path), self.prompt_hw, path.name),)
+        return (self._prompt_input(load_prompt(path), path.name),)
 
     @property
     def metric(self) -> bool:
