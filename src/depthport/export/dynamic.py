@@ -103,9 +103,7 @@ class DynamicDA2(nn.Module):
             x = x + block.res1(skip)
         x = block.res2(x)
         if unit is not None:
-            branch = block.prompt
-            p = F.interpolate(unit, size=x.shape[-2:], mode="bilinear", align_corners=False)
-            x = x + branch.conv3(torch.relu(branch.conv2(torch.relu(branch.conv1(p)))))
+            x = x + block.prompt.convs(F.interpolate(unit, size=x.shape[-2:], mode="bilinear", align_corners=False))
         if block.conv_first:
             return self.resize(block.out_conv(x), size)
         return block.out_conv(self.resize(x, size))

@@ -36,7 +36,11 @@ class PromptUnit(nn.Module):
         self.conv3 = nn.Conv2d(features, features, 3, padding=1)
 
     def forward(self, prompt: torch.Tensor) -> torch.Tensor:
-        return self.conv3(torch.relu(self.conv2(torch.relu(self.conv1(self.resize(prompt))))))
+        return self.convs(self.resize(prompt))
+
+    def convs(self, prompt: torch.Tensor) -> torch.Tensor:
+        """The three convolutions on the prompt already at the block's map size."""
+        return self.conv3(torch.relu(self.conv2(torch.relu(self.conv1(prompt)))))
 
 
 class FusionBlock(nn.Module):
