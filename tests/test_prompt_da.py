@@ -245,7 +245,7 @@ def test_predict_takes_the_prompt_and_writes_metres_at_the_photo_size(exported, 
 def test_predict_on_a_folder_reads_each_images_prompt_beside_it(exported, tmp_path, capsys):
     """A folder (or a pattern) of photos, each NAME.jpg with NAME.prompt.png / .npy beside it: each depth follows its
     own prompt's range (metres); the prompt files are not taken for photos; an image without a prompt is reported
-    and skipped, not fatal; a video refuses in one line."""
+    and skipped, not fatal."""
     photos, out = tmp_path / "photos", tmp_path / "out"
     photos.mkdir()
     for name, (low, high) in {"a": (0.5, 1.5), "b": (4.0, 9.0), "c": (0.0, 0.0)}.items():
@@ -264,6 +264,36 @@ def test_predict_on_a_folder_reads_each_images_prompt_beside_it(exported, tmp_pa
     assert 0.5 - 1e-3 <= a.min() and a.max() <= 1.5 + 1e-3 and 4.0 - 1e-3 <= b.min() and b.max() <= 9.0 + 1e-3
     assert main(["predict", model, str(photos / "*.*"), "-o", str(tmp_path / "glob")]) == 0
     assert sorted(p.name for p in (tmp_path / "glob").iterdir()) == ["a.png", "b.png"]
+
+
+def test_predict_on_a_video_takes_a_prompt_per_frame_from_a_stack(exported, tmp_path):
+    """A video with an .npy stack (frames, h, w) of prompts in metres: frame i gets prompt i (its depth within that
+    prompt's range); a frame beyond the stack is reported and skipped; a stack that is not 3-D is one line, exit 2."""
+    import av
+
+    video, frames = tmp_path / "walk.mp4", 5
+    with av.open(str(video), "w") as container:
+        stream = container.add_stream("mjpeg", rate=10)
+        stream.height, stream.width, stream.pix_fmt = 56, 70, "yuvj420p"
+        for i in range(frames):
+            for packet in stream.encode(av.VideoFrame.from_image(Image.open(ASSET).convert("RGB").resize((70, 56)))):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    ranges = [(0.5 + i, 1.0 + 2 * i) for i in range(frames - 1)]  # one frame short
+    stack = np.stack([np.linspace(lo, hi, 192 * 256, dtype=np.float32).reshape(192, 256) for lo, hi in ranges])
+    np.save(tmp_path / "lidar.npy", stack)
+    model, out = str(exported[0] / "prompt_da_tiny_fp32.tflite"), tmp_path / "out"
+    assert main(["predict", model, str(video), "--prompt", str(tmp_path / "lidar.npy"), "-o", str(out / "d.mp4"),
+                 "--npy", str(out / "d.npy")]) == 0
+    depth, stamps = np.load(out / "d.npy"), json.loads((out / "d.timestamps.json").read_text())
+    assert depth.shape[0] == frames - 1 and stamps["frame"] == list(range(frames - 1))
+    assert "none for frame 4" in stamps["skipped"][0]["error"]
+    for d, (lo, hi) in zip(depth, ranges):
+        assert lo - 1e-3 <= d.min() and d.max() <= hi + 1e-3
+    np.save(tmp_path / "flat.npy", stack[0])
+    assert main(["predict", model, str(video), "--prompt", str(tmp_path / "flat.npy"), "-o", str(tmp_path / "x.mp4")]) == 2
+    assert not (tmp_path / "x.mp4").exists()
 
 
 BAD_PROMPTS = {

@@ -101,7 +101,8 @@ class Predictor:
 
     def __init__(self, model_path: str | Path, letterbox: bool = False, threads: int = 2, accelerator: str = "cpu",
                  gpu_precision: str = "fp32", focal: float | None = None, model_size: bool = False,
-                 images: str | Path = "the image", prompt: str | Path | None = None, prompts_beside: bool = False):
+                 images: str | Path = "the image", prompt: str | Path | None = None, prompts_beside: bool = False,
+                 prompt_frames: str | Path | None = None):
         self.model_path = Path(model_path)
         self.units = output_units(self.model_path)
         check_focal(self.units, focal, self.model_path, images)
@@ -114,7 +115,8 @@ class Predictor:
         wants = tuple(getattr(self.runner, "extra_shapes", ()))
         self.prompt_hw = tuple(wants[0][2:]) if wants else None
         self.prompts_beside = bool(wants) and prompt is None and prompts_beside
-        self.extra = () if self.prompts_beside else self._prompt(prompt)
+        self.prompt_frames = self._frames(prompt_frames) if prompt_frames is not None else None
+        self.extra = () if self.prompts_beside or self.prompt_frames is not None else self._prompt(prompt)
 
     def _prompt(self, prompt: str | Path | None) -> tuple:
         """The file's further input: the prompt depth (``--prompt``) of a prompted model, checked; else none."""
@@ -125,8 +127,8 @@ class Predictor:
         if wants and prompt is None:
             raise InputError(f"{name} takes a prompt depth map beside the image ({wants[0][2]}x{wants[0][3]}): pass "
                              "--prompt DEPTH, a 16-bit PNG in millimetres or an .npy in metres (for a folder or a "
-                             "pattern: NAME.prompt.png or NAME.prompt.npy beside each NAME.jpg; a video has no prompt "
-                             "per frame)")
+                             "pattern: NAME.prompt.png or NAME.prompt.npy beside each NAME.jpg; for a video: an .npy "
+                             "stack of (frames, h, w) metres)")
         if prompt is not None and not wants:
             raise InputError(f"--prompt is for files with a prompt depth input; {name} takes one image")
         return (self._prompt_input(load_prompt(prompt), Path(prompt).name),) if prompt is not None else ()
@@ -136,6 +138,30 @@ class Predictor:
         from .core.prompts import prompt_input
 
         return prompt_input(depth, depth.shape if getattr(self.runner, "dynamic", False) else self.prompt_hw, name)
+
+    def _frames(self, path: str | Path) -> np.ndarray:
+        """A video's prompts: an .npy stack (frames, h, w) in metres, one per decoded frame, read as frames need it."""
+        name = Path(path).name
+        if not self.prompt_hw:
+            raise InputError(f"--prompt is for files with a prompt depth input; {self.model_path.name} takes one image")
+        try:
+            stack = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read the prompt stack {path}: {exc} (a video takes an .npy of (frames, h, w) "
+                             "metres)") from None
+        if stack.ndim != 3 or stack.dtype.kind not in "fiu":
+            raise InputError(f"the prompt stack {name} holds {stack.dtype} of shape {list(stack.shape)}: a video takes "
+                             "an .npy of (frames, h, w) depths in metres, one per frame")
+        return stack
+
+    def prompt_frame(self, index: int) -> tuple:
+        """The further input for frame ``index`` of a video: that frame of the prompt stack, checked."""
+        from .core.prompts import check_prompt
+
+        if index >= len(self.prompt_frames):
+            raise InputError(f"the prompt stack has {len(self.prompt_frames)} frames: none for frame {index}")
+        depth = check_prompt(np.asarray(self.prompt_frames[index], np.float64), f"frame {index}")
+        return (self._prompt_input(depth, f"frame {index} of the prompt stack"),)
 
     def prompt_beside(self, image: Path) -> tuple:
         """The further input for ``image`` of a folder: its ``NAME.prompt.npy`` / ``NAME.prompt.png``, checked."""

@@ -107,7 +107,8 @@ def _depth(predictor: Predictor, item: Item, tally: Tally, shape: tuple[int, ...
     depth, error = None, item.error or "unreadable"
     if item.image is not None:
         try:
-            extra = predictor.prompt_beside(item.path) if predictor.prompts_beside and item.path else None
+            extra = (predictor.prompt_beside(item.path) if predictor.prompts_beside and item.path else
+                     predictor.prompt_frame(item.index) if predictor.prompt_frames is not None else None)
             depth = predictor.depth(item.image, extra)
         except InputError as exc:
             error = str(exc)

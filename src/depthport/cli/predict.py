@@ -36,7 +36,8 @@ def add_parser(subparsers):
     p.add_argument("--prompt", metavar="DEPTH",
                    help="prompted models (prompt-da-*): the coarse metric depth of the photo, a 16-bit PNG in "
                         "millimetres or an .npy in metres, at the file's prompt shape (e.g. ARKit's 192x256); for a "
-                        "folder or a pattern, NAME.prompt.png / NAME.prompt.npy beside each image instead")
+                        "folder or a pattern, NAME.prompt.png / NAME.prompt.npy beside each image instead; for a "
+                        "video, an .npy stack (frames, h, w) in metres, one per frame")
     add_threads(p)
     add_accelerator_args(p)
     p.add_argument("-v", "--verbose", action="store_true")
@@ -50,9 +51,9 @@ def run(args) -> int:
     options = dict(letterbox=args.letterbox, threads=args.threads, focal=args.focal, model_size=args.model_size,
                    **accelerator_options(args))
     inputs = open_inputs(args.image)
-    if args.prompt and inputs.kind != "image":
-        raise InputError("--prompt goes with one image (its prompt depth map); for a folder or a pattern, put "
-                         "NAME.prompt.png or NAME.prompt.npy beside each NAME.jpg")
+    if args.prompt and inputs.kind == "images":
+        raise InputError("--prompt goes with one image (its prompt depth map) or a video (an .npy stack of one per "
+                         "frame); for a folder or a pattern, put NAME.prompt.png or NAME.prompt.npy beside each NAME.jpg")
     out = Path(args.output or DEFAULT_OUTPUT[inputs.kind])
     code = _one(args, out, options) if inputs.kind == "image" else _many(args, inputs, out, options)
     if export_report(Path(args.file)).get("random_weights"):
@@ -93,7 +94,8 @@ def _many(args, inputs, out: Path, options: dict) -> int:
     status = status_console()
     try:
         with native_stderr_muted(not args.verbose):
-            predictor = Predictor(model, images=args.image, prompts_beside=not video, **options)
+            predictor = Predictor(model, images=args.image, prompts_beside=not video,
+                                  prompt_frames=args.prompt if video else None, **options)
             with item_progress(status, tally.noun, inputs.total if video else len(inputs.files)) as advance:
                 run_many(predictor, inputs, paths, tally,
                          lambda item, ok: advance(item.name, None if ok else tally.skipped[-1][1]))
