@@ -114,6 +114,8 @@ class Predictor:
         self.hw = tuple(self.runner.input_shape[2:])
         wants = tuple(getattr(self.runner, "extra_shapes", ()))
         self.prompt_hw = tuple(wants[0][2:]) if wants else None
+        if (prompt is not None or prompt_frames is not None) and not wants:
+            raise InputError(f"--prompt is for files with a prompt depth input; {self.model_path.name} takes one image")
         self.prompts_beside = bool(wants) and prompt is None and prompts_beside
         self.prompt_frames = self._frames(prompt_frames) if prompt_frames is not None else None
         self.extra = () if self.prompts_beside or self.prompt_frames is not None else self._prompt(prompt)
@@ -122,15 +124,12 @@ class Predictor:
         """The file's further input: the prompt depth (``--prompt``) of a prompted model, checked; else none."""
         from .core.prompts import load_prompt
 
-        wants = tuple(getattr(self.runner, "extra_shapes", ()))
-        name = self.model_path.name
-        if wants and prompt is None:
-            raise InputError(f"{name} takes a prompt depth map beside the image ({wants[0][2]}x{wants[0][3]}): pass "
+        if self.prompt_hw and prompt is None:
+            h, w = self.prompt_hw
+            raise InputError(f"{self.model_path.name} takes a prompt depth map beside the image ({h}x{w}): pass "
                              "--prompt DEPTH, a 16-bit PNG in millimetres or an .npy in metres (for a folder or a "
                              "pattern: NAME.prompt.png or NAME.prompt.npy beside each NAME.jpg; for a video: an .npy "
                              "stack of (frames, h, w) metres)")
-        if prompt is not None and not wants:
-            raise InputError(f"--prompt is for files with a prompt depth input; {name} takes one image")
         return (self._prompt_input(load_prompt(prompt), Path(prompt).name),) if prompt is not None else ()
 
     def _prompt_input(self, depth: np.ndarray, name: str) -> np.ndarray:
@@ -142,8 +141,6 @@ class Predictor:
     def _frames(self, path: str | Path) -> np.ndarray:
         """A video's prompts: an .npy stack (frames, h, w) in metres, one per decoded frame, read as frames need it."""
         name = Path(path).name
-        if not self.prompt_hw:
-            raise InputError(f"--prompt is for files with a prompt depth input; {self.model_path.name} takes one image")
         try:
             stack = np.load(path, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError) as exc:

@@ -11,6 +11,13 @@ from ..runtimes.litert_gpu import use_swiftshader
 from ..runtimes.litert_options import ACCELERATORS, GPU_PRECISIONS
 
 
+def check_prompt_input(spec, subject: str, feeds_prompt: bool) -> None:
+    """One line when ``subject`` (a file, a page) feeds a prompt and the model ``spec`` takes none, or the reverse."""
+    if feeds_prompt != spec.prompted:
+        raise InputError(f"{subject} but {spec.id} "
+                         f"{'takes a prompt beside the image' if spec.prompted else 'takes one image'}")
+
+
 def console(stderr: bool = False):
     """A rich console; 160 columns when not on a terminal, so piped tables are not truncated."""
     from rich.console import Console

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import InputError, MissingDependency
 from . import verify_web
-from .common import thread_count
+from .common import check_prompt_input, thread_count
 
 MODEL_SUFFIXES = (".tflite", ".pte", ".onnx")
 
@@ -104,9 +104,7 @@ def run(args) -> int:
         first = load_runner(paths[0], threads=threads)
         shape, extra = tuple(first.input_shape), tuple(getattr(first, "extra_shapes", ()))
         input_hw = parse_size(args.size) if args.size else tuple(shape[-2:])
-        if bool(extra) != spec.prompted:
-            raise InputError(f"{paths[0].name} takes {1 + len(extra)} input(s) but {spec.id} "
-                             f"{'takes a prompt beside the image' if spec.prompted else 'takes one image'}")
+        check_prompt_input(spec, f"{paths[0].name} takes {1 + len(extra)} input(s)", bool(extra))
         prompt_hw = tuple(extra[0][-2:]) if extra else None
         for path in paths:
             check_shapes(load_runner(path, threads=threads), input_hw, path.name)

@@ -26,6 +26,7 @@ def measure(args, folder: Path, config: dict):
     from ..build import build
     from ..core.images import image_set
     from ..core.prompts import prompt_set
+    from .common import check_prompt_input
     from ..registry import get_spec
     from ..verify.stage import make_references
     from ..verify.web_folder import WebJob, verify_folder
@@ -34,9 +35,8 @@ def measure(args, folder: Path, config: dict):
     spec = get_spec(args.reference or config["model"])
     hw = tuple(config["input_shape"][2:])
     prompt_hw = tuple(config["prompt_shape"][2:]) if config.get("prompt_shape") else None
-    if bool(prompt_hw) != spec.prompted:
-        raise InputError(f"the page in {folder} {'feeds a prompt' if prompt_hw else 'feeds one image'} but {spec.id} "
-                         f"{'takes a prompt beside the image' if spec.prompted else 'takes one image'}")
+    check_prompt_input(spec, f"the page in {folder} {'feeds a prompt' if prompt_hw else 'feeds one image'}",
+                       bool(prompt_hw))
     source, images = image_set(args.images)
     prompts, origins = prompt_set(args.images, [n for n, _ in images], prompt_hw) if prompt_hw else (None, None)
     built = build(spec, hw, args.weights or config["weights"], rewrites=config.get("rewrites"),

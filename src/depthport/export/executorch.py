@@ -261,10 +261,10 @@ def write_pte(manager, path: Path) -> Path:
 
 def _samples(ctx: ExportContext) -> tuple[torch.Tensor, ...]:
     """The program's sample inputs: the image, and for a prompted model the prompt (metres, 1 to 5 m)."""
-    image = torch.zeros(1, 3, *ctx.built.input_hw)
-    prompt_hw = ctx.built.prompt_hw
-    return (image, torch.linspace(1.0, 5.0, prompt_hw[0] * prompt_hw[1]).reshape(1, 1, *prompt_hw)) if prompt_hw \
-        else (image,)
+    from ..models.prompt_depth_anything import sample_prompt
+
+    image, prompt_hw = torch.zeros(1, 3, *ctx.built.input_hw), ctx.built.prompt_hw
+    return (image, sample_prompt(prompt_hw)) if prompt_hw else (image,)
 
 
 def _xnnpack(ctx: ExportContext, name: str, precision: str, module: nn.Module, changes: list[str], **extra) -> dict:

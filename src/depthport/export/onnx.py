@@ -74,7 +74,9 @@ def export_onnx_dynamic(model: nn.Module, input_hw: tuple[int, int], path: str |
     props = {DEFAULT_HW_KEY: f"{input_hw[0]}x{input_hw[1]}"}
     prompt_hw = getattr(model, "prompt_hw", None)
     if prompt_hw:
-        samples += (torch.linspace(1.0, 5.0, prompt_hw[0] * prompt_hw[1]).reshape(1, 1, *prompt_hw),)
+        from ..models.prompt_depth_anything import sample_prompt
+
+        samples += (sample_prompt(prompt_hw),)
         shapes["prompt"] = {2: Dim("prompt_h", min=2, max=MAX_PROMPT_SIDE), 3: Dim("prompt_w", min=2, max=MAX_PROMPT_SIDE)}
         props[DEFAULT_PROMPT_HW_KEY] = f"{prompt_hw[0]}x{prompt_hw[1]}"
     with native_stderr_muted():

@@ -13,7 +13,12 @@ from .configs import DepthAnythingV2Config
 from .dinov2 import DinoV2
 from .dpt import DPTHead
 
-__all__ = ["CONFIGS", "PromptDepthAnything", "normalise_prompt"]
+__all__ = ["CONFIGS", "PromptDepthAnything", "normalise_prompt", "sample_prompt"]
+
+
+def sample_prompt(prompt_hw: tuple[int, int]) -> torch.Tensor:
+    """A (1, 1, h, w) prompt of 1 to 5 m with a range, for tracing and lowering (a flat one divides by zero)."""
+    return torch.linspace(1.0, 5.0, prompt_hw[0] * prompt_hw[1]).reshape(1, 1, *prompt_hw)
 
 
 def normalise_prompt(prompt: torch.Tensor, pooled: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
