@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from depthport import rewrites
-from depthport.build import build
+from depthport.build import build, build_steps
 from depthport.models.dinov2 import resample_pos_embed
 from depthport.models.layers import DeconvAsShuffle, Resize
 
@@ -94,11 +94,21 @@ def test_wrong_input_shape_is_refused(tiny_built):
         tiny_built.model(torch.zeros(1, 3, 56, 56))
 
 
+def test_build_steps_give_the_models_build_makes_for_each_prefix_of_the_rewrites(tiny_spec, tiny_weights):
+    names = rewrites.default_rewrites()
+    steps = list(build_steps(tiny_spec, TINY_HW, tiny_weights, names))
+    assert [n for n, _ in steps] == [None, *names]
+    for k in (0, 3, len(names)):
+        want = build(tiny_spec, TINY_HW, tiny_weights, rewrites=names[:k]).model.state_dict()
+        got = steps[k][1].state_dict()
+        assert got.keys() == want.keys() and all(torch.equal(got[key], want[key]) for key in want)
+
+
 def test_ledger_measures_each_rewrite(tiny_spec, tiny_weights):
     from depthport.rewrites.ledger import measure
 
     names = rewrites.default_rewrites("approx")
-    ledger = measure(lambda r: build(tiny_spec, TINY_HW, tiny_weights, rewrites=r).model, names, image_batch(TINY_HW))
+    ledger = measure(build_steps(tiny_spec, TINY_HW, tiny_weights, names), image_batch(TINY_HW))
     assert [e["rewrite"] for e in ledger] == names
     by_name = {e["rewrite"]: e for e in ledger}
     assert all(e["rel_l2_step"] <= 1e-6 for e in ledger if e["exact"])

@@ -163,7 +163,7 @@ def test_reference_outputs_are_cached_on_disk_checked_and_recomputed_when_corrup
     """A second verification of the same model, weights, shape and images reads the upstream FP32 and float64
     outputs from the cache (the upstream model is not run); an entry whose bytes changed is rejected and
     recomputed; other weights miss; the bound evicts the least recently used entries."""
-    from depthport.verify.reference_cache import ReferenceCache
+    from depthport.core.evidence_cache import EvidenceCache
     from depthport.verify.stage import make_references
     from depthport.build import random_weights
 
@@ -173,7 +173,7 @@ def test_reference_outputs_are_cached_on_disk_checked_and_recomputed_when_corrup
     def refs_with(weights, cache=True):
         refs = make_references(built.spec, weights, HW, None, True, images, threads=2, fp64=True, cache=cache)
         if refs.cache is not None:
-            refs.cache = ReferenceCache(folder)
+            refs.cache = EvidenceCache(folder)
         return refs
 
     first = refs_with(built.weights)
@@ -199,7 +199,7 @@ def test_reference_outputs_are_cached_on_disk_checked_and_recomputed_when_corrup
     assert other.cache.misses == 1 and other.cache.hits == 0
 
     assert refs_with(built.weights, cache=False).cache is None
-    small = ReferenceCache(folder, max_bytes=entry.stat().st_size * 2)
+    small = EvidenceCache(folder, max_bytes=entry.stat().st_size * 2)
     small.put("x" * 64, np.zeros(HW, np.float32))
     assert len(list(folder.glob("*.npy"))) == 2 and (folder / ("x" * 64 + ".npy")).exists()
 

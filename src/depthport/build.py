@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from torch import nn
 
@@ -71,11 +73,29 @@ def build(model_id: str | ModelSpec, input_hw: tuple[int, int], weights: str | L
     (Prompt Depth Anything only) is the prompt depth input's shape, the spec's by default. The rewrites run
     in float64 and the result is cast to float32 once, so folded weights are rounded once, not at every fold.
     """
+    spec, loaded, formula, model = _loaded64(model_id, input_hw, weights, pos_formula, confidence, prompt_hw)
+    names = rw.default_rewrites() if rewrites is None else list(rewrites)
+    rw.apply(model, names)
+    return Built(model.float().eval(), spec, loaded, tuple(input_hw), formula, names)
+
+
+def _loaded64(model_id, input_hw, weights, pos_formula, confidence=False, prompt_hw=None):
+    """(spec, weights, position formula, the architecture for ``input_hw`` in float64, strictly loaded)."""
     spec = model_id if isinstance(model_id, ModelSpec) else get_spec(model_id)
     loaded = resolve_weights(spec, weights)
     formula = pos_formula or spec.pos_formula or loaded.pos_formula
     model = architecture(spec, input_hw, formula, confidence, prompt_hw).double()
     model.load_state_dict(loaded.state, strict=True)
-    names = rw.default_rewrites() if rewrites is None else list(rewrites)
-    rw.apply(model, names)
-    return Built(model.float().eval(), spec, loaded, tuple(input_hw), formula, names)
+    return spec, loaded, formula, model
+
+
+def build_steps(model_id: str | ModelSpec, input_hw: tuple[int, int], weights: str | LoadedWeights,
+                rewrites: list[str], pos_formula: str | None = None,
+                prompt_hw: tuple[int, int] | None = None) -> Iterator[tuple[str | None, nn.Module]]:
+    """The model exactly as ``build`` makes it with each prefix of ``rewrites``: (None, no rewrite), then
+    (name, the model with the rewrites up to ``name``). One float64 model is loaded and rewritten step by step;
+    each step is yielded as a float32 copy (what the rewrite ledger measures, for the cost of one build)."""
+    *_, model = _loaded64(model_id, input_hw, weights, pos_formula, prompt_hw=prompt_hw)
+    yield None, copy.deepcopy(model).float().eval()
+    for name in rw.applied(model, list(rewrites)):
+        yield name, copy.deepcopy(model).float().eval()

@@ -11,7 +11,7 @@ from typing import Callable
 
 from .atomic import write_text
 from .bench import stage as bench_stage
-from .build import build
+from .build import build, build_steps
 from .check import stage as check_stage
 from .core.provenance import machine, versions
 from .core.schema import dumps
@@ -72,10 +72,9 @@ def ledger_stage(ctx: ExportContext, report: dict) -> None:
         from .core.prompts import builtin_prompt, prompt_input
 
         x = (x, prompt_input(builtin_prompt("chelsea", b.prompt_hw)[0], b.prompt_hw, "chelsea"))
+    names = [n for n in b.rewrites if n != "fold_input_normalization"]
     report["rewrite_ledger"] = measure(
-        lambda r: build(b.spec, b.input_hw, b.weights, rewrites=r, pos_formula=b.pos_formula,
-                        prompt_hw=b.prompt_hw).model,
-        [n for n in b.rewrites if n != "fold_input_normalization"], x)
+        build_steps(b.spec, b.input_hw, b.weights, names, pos_formula=b.pos_formula, prompt_hw=b.prompt_hw), x)
 
 
 def export_stage(ctx: ExportContext, report: dict) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Callable
 
 import torch
@@ -20,13 +21,15 @@ METRIC_TOLERANCE_M = 0.05
 
 def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: bool = True,
                  accumulate: str = "fp16", images: list | None = None, unit: str = "", on_image=None,
-                 target: str = "xnnpack-fp16", prompts: dict | None = None) -> dict:
+                 target: str = "xnnpack-fp16", prompts: dict | None = None, cache=None, cache_id: tuple = ()) -> dict:
     """FP16-compute prediction over ``images`` ([(name, PIL image)], default the built-in chelsea); when it
     says FP32 must be enforced, also the prediction with the ``fp16_safe_norm`` rewrite applied ("xnnpack":
     of the ``xnnpack-fp16`` target's form, ``xnnpack_fp16_form``, which pre-scales its norms). With a ``unit``
     (a metric output: "m", or "m at focal 300 px"), FP16 is also judged by its mean error in that unit. ``target``
     names the fp16 .pte target whose form "xnnpack" simulates. ``prompts`` ({image name: (1, 1, h, w)}) feed a
-    prompted model. ``on_image(done, total)`` follows the images (``simulate_fp16``'s ``on_input``)."""
+    prompted model. ``on_image(done, total)`` follows the images (``simulate_fp16``'s ``on_input``). With a
+    ``cache`` (``core.evidence_cache.EvidenceCache``) and ``cache_id`` (what identifies ``model``: its id, weights
+    digest and rewrites), the prediction is read from the cache when it holds it, else computed and kept there."""
     import skimage.data
     from PIL import Image
 
@@ -36,6 +39,14 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
     x = [torch.from_numpy(to_tensor(img, input_hw, normalize=normalize)) for _, img in images]
     if prompts:
         x = [(image, torch.from_numpy(prompts[name])) for image, (name, _) in zip(x, images)]
+    key = None
+    if cache is not None and cache_id:
+        arrays = [a.numpy() for item in x for a in (item if isinstance(item, tuple) else (item,))]
+        key = cache.key("fp16-prediction", *cache_id, accumulate, target if accumulate == "xnnpack" else "",
+                        unit, [name for name, _ in images], arrays=arrays)
+        found = cache.get_value(key)
+        if found is not None:
+            return found
     if accumulate == "xnnpack":  # XNNPACK's kernels run the xnnpack-fp16 file's form
         model = xnnpack_fp16_form(model, target=target)
     entry = simulate_fp16(model, x, accumulate=accumulate, on_input=on_image).as_entry()
@@ -53,6 +64,9 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
         else:
             after = simulate_fp16(fixed, x, accumulate=accumulate).as_entry()
             entry["with_fp16_safe_norm"] = {k: after[k] for k in SUMMARY_KEYS}
+    entry = json.loads(json.dumps(entry, default=str))  # as report.json keeps it, cached or not
+    if key is not None:
+        cache.put_value(key, entry)
     return entry
 
 

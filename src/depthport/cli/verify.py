@@ -143,7 +143,8 @@ def run(args) -> int:
                 status.update(f"predicting XNNPACK's FP16 arithmetic for {path.name}")
                 art["fp16_arithmetic"] = fp16_arithmetic_entry(lambda: predict_fp16(
                     built.model, input_hw, normalize=normalized, accumulate="xnnpack", images=images, unit=unit,
-                    target=art["target"] if art["target"] in FP16_PTE_TARGETS else "xnnpack-fp16", prompts=prompts))
+                    target=art["target"] if art["target"] in FP16_PTE_TARGETS else "xnnpack-fp16", prompts=prompts,
+                    cache=refs.cache, cache_id=(*refs.cache_id, built.rewrites, built.pos_formula)))
             report["artifacts"].append(art)
         options = StageOptions(images=args.images, threads=threads, gates=args.gate, no_fp64=args.no_fp64)
         ctx = ExportContext(built, Path("."), spec.id.replace("-", "_"), options=options,

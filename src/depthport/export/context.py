@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..build import Built
+from ..core.evidence_cache import EvidenceCache, weights_digest
 
 
 @dataclass(kw_only=True)
@@ -20,7 +21,7 @@ class StageOptions:
     skip: frozenset[str] = frozenset()  # stages skipped on request: ledger, verify, bench, report, card
     gates: dict | list | None = None  # parity-gate overrides (verify.gates.thresholds)
     no_fp64: bool = False  # no float64 reference: FP32 files are then unverified
-    no_cache: bool = False  # the upstream outputs computed afresh, not read from (or kept in) verify.reference_cache
+    no_cache: bool = False  # evidence computed afresh, not read from (or kept in) core.evidence_cache
     run_gpu: bool = False  # the real LiteRT GPU accelerator (SwiftShader without a GPU) decides the GPU verdict
     fp16_sim: bool = True  # the FP16-compute prediction
     fp16_accumulate: str = "fp16"  # GPU FP16-compute prediction's accumulation: "fp16" or "fp32" (fp16_sim.ACCUMULATE)
@@ -64,6 +65,7 @@ class ExportContext:
     progress: object = None  # a depthport.cli.progress reporter, or None
     _scratch: Path | None = field(default=None, repr=False)
     _verification: tuple | None = field(default=None, repr=False)
+    _cache: tuple | None = field(default=None, repr=False)
 
     def __post_init__(self):
         self.options = StageOptions.of(self.options)
@@ -83,6 +85,19 @@ class ExportContext:
             self._scratch = Path(tempfile.mkdtemp(prefix="depthport-export-"))
             atexit.register(shutil.rmtree, self._scratch, True)
         return self._scratch
+
+    @property
+    def cache(self) -> EvidenceCache | None:
+        """The on-disk evidence cache shared by every stage of this export (None with ``no_cache``)."""
+        if self._cache is None:
+            self._cache = (None, ()) if self.options.no_cache else (
+                EvidenceCache(), (self.built.spec.id, weights_digest(self.built.weights.state)))
+        return self._cache[0]
+
+    @property
+    def cache_id(self) -> tuple:
+        """(model id, weights digest): what every cache key of this export starts with; () without a cache."""
+        return self._cache[1] if self.cache is not None else ()
 
     def verification_set(self) -> tuple[str, list, dict | None, dict | None]:
         """(source, [(name, RGB image)], {name: prompt} or None, {name: where the prompt came from} or None): the

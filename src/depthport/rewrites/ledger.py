@@ -10,16 +10,18 @@ from .steps import REWRITES
 
 
 @torch.no_grad()
-def measure(build_fn, names: list[str], x) -> list[dict]:
-    """``build_fn(rewrites) -> model``. Applies ``names`` cumulatively; each entry compares the output after
-    the step with the output before it and with the un-rewritten model. ``x``: the input, or a tuple of the
-    inputs (image and prompt)."""
+def measure(steps, x) -> list[dict]:
+    """``steps``: (None, the un-rewritten model), then (rewrite name, the model with the rewrites so far applied)
+    for each rewrite in order (``build.build_steps``). Each entry compares the output after the step with the
+    output before it and with the un-rewritten model. ``x``: the input, or a tuple of the inputs (image and
+    prompt)."""
     x = tuple(torch.as_tensor(a) for a in (x if isinstance(x, tuple) else (x,)))
-    base = build_fn([])(*x)
-    previous, applied, ledger = base, [], []
-    for name in names:
-        applied.append(name)
-        out = build_fn(list(applied))(*x)
+    steps = iter(steps)
+    _, model = next(steps)
+    base = model(*x)
+    previous, ledger = base, []
+    for name, model in steps:
+        out = model(*x)
         ledger.append({
             "rewrite": name,
             "exact": REWRITES[name].exact,

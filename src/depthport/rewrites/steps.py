@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 from torch import nn
@@ -244,7 +244,9 @@ def default_rewrites(resize: str = "exact", fold_normalization: bool = False, fp
         FP16_SAFE[g] for g in FP16_SAFE if g in fp16_safe]
 
 
-def apply(model: nn.Module, names: list[str]) -> nn.Module:
+def applied(model: nn.Module, names: list[str]) -> Iterator[str]:
+    """Apply ``names`` to ``model`` in order, yielding each name once it has been applied (the rewrite ledger
+    looks at the model between steps)."""
     for i, name in enumerate(names):
         if name not in REWRITES:
             raise ValueError(f"unknown rewrite {name!r}; known: {', '.join(REWRITES)}")
@@ -252,4 +254,10 @@ def apply(model: nn.Module, names: list[str]) -> nn.Module:
         if missing:
             raise ValueError(f"rewrite {name} needs {', '.join(missing)} applied before it")
         REWRITES[name].fn(model)
+        yield name
+
+
+def apply(model: nn.Module, names: list[str]) -> nn.Module:
+    for _ in applied(model, names):
+        pass
     return model

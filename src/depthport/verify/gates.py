@@ -114,6 +114,7 @@ def evaluate(parity: dict | None, precision: str | None, gates: dict[str, dict[s
                else "no precision known for this file (give --precision fp32|fp16|int8)")
         return Verdict.not_measured(why, ERROR).to_dict()
     figures = {m: parity.get(m) for m in limits}
+    subset = parity.get("fp64_images") if "fp64_error_ratio" in limits else None  # the evidence budget's subset
     failed, missing = [], []
     for metric, limit in limits.items():
         value = parity.get(metric)
@@ -123,14 +124,15 @@ def evaluate(parity: dict | None, precision: str | None, gates: dict[str, dict[s
             failed.append(f"{metric} {value:.6g} < {limit:g}")
         elif metric in UPPER and not value <= limit:
             u = f" {unit}" if unit and "abs" in metric else ""
-            failed.append(f"{metric} {value:.4g}{u} > {limit:g}{u}")
+            on = f" ({subset})" if subset and metric == "fp64_error_ratio" else ""
+            failed.append(f"{metric} {value:.4g}{u} > {limit:g}{u}{on}")
     if failed:
         return Verdict.failed(failed, figures, limits).to_dict()
     if missing:
         skipped = [m for m in missing if m in parity.get("skipped", ())]
         cause = SKIPPED if len(skipped) == len(missing) else ERROR
         return Verdict.not_measured(f"{', '.join(missing)} not measured", cause, limits).to_dict()
-    return Verdict.passed(figures, limits).to_dict()
+    return Verdict.passed(figures, limits, f"fp64_error_ratio: {subset}" if subset else "").to_dict()
 
 
 def fp16_arithmetic_verdict(art: dict, gates: dict[str, dict[str, float]], unit: str = "") -> Verdict:

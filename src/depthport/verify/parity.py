@@ -51,9 +51,10 @@ class References:
     label: str = "upstream reference"
     reference64: TorchRunner | None = None
     spec: object = None  # the ModelSpec: its output's space and units (accuracy, gates in metres)
-    cache: object = None  # a reference_cache.ReferenceCache for the upstream outputs, or None
+    cache: object = None  # a core.evidence_cache.EvidenceCache for the upstream outputs, or None
     cache_id: tuple = ()  # (model id, weights digest): with the label and the input, the cache key
     prompts: dict | None = None
+    fp64_count: int | None = None  # the float64 reference runs on the first this-many images (the evidence budget)
     _inputs: dict = field(default_factory=dict)
     _outputs: dict = field(default_factory=dict)
 
@@ -67,11 +68,16 @@ class References:
         return References(self.images, hw, TorchRunner(self.reference.model, hw, threads, "reference-eager",
                                                        extra_shapes=extra), eager,
                           self.eager_normalized, self.label, ref64, spec=self.spec, cache=self.cache,
-                          cache_id=self.cache_id, prompts=self.prompts)
+                          cache_id=self.cache_id, prompts=self.prompts, fp64_count=self.fp64_count)
 
     @property
     def names(self) -> list[str]:
         return [name for name, _ in self.images]
+
+    @property
+    def fp64_names(self) -> list[str]:
+        """The images the float64 reference runs on: all, or the first ``fp64_count``."""
+        return self.names[:self.fp64_count] if self.fp64_count else self.names
 
     def input(self, name: str, normalized: bool = True) -> np.ndarray:
         key = (name, normalized)
@@ -92,8 +98,7 @@ class References:
                 raise ValueError(f"no {which} model")
             normalized = which != "eager" or self.eager_normalized
             x, extra = self.input(name, normalized), self.extra(name)
-            keyed = np.concatenate([a.ravel() for a in (x, *extra)]) if extra else x
-            entry = (self.cache.key(*self.cache_id, self.label, keyed, which)
+            entry = (self.cache.key(*self.cache_id, self.label, which, arrays=(x, *extra))
                      if self.cache is not None and self.cache_id and which != "eager" else None)
             out = self.cache.get(entry) if entry else None
             if out is None:
@@ -124,7 +129,7 @@ def compare(outputs: dict[str, np.ndarray], refs: References, which: str = "refe
 
 def upstream_fp64_error(refs: References) -> float:
     """Pooled rel. L2 of the upstream float32 reference against itself in float64: the floor of FP32 parity."""
-    outputs = {img: refs.output("reference", img) for img in refs.names}
+    outputs = {img: refs.output("reference", img) for img in refs.fp64_names}
     return compare(outputs, refs, "reference64")["rel_l2_pooled"]
 
 
@@ -137,9 +142,12 @@ def parity_record(outputs: dict[str, np.ndarray], refs: References, reference_la
     if refs.eager is not None:
         record["vs_eager"] = {"reference": eager_label or "depthport eager", **compare(outputs, refs, "eager")}
     if refs.reference64 is not None:
+        names = refs.fp64_names
         record["vs_reference_fp64"] = {"reference": f"{reference_label}, computed in float64",
-                                       **compare(outputs, refs, "reference64")}
+                                       **compare({n: outputs[n] for n in names}, refs, "reference64")}
         floor = upstream_fp64_error(refs)
         record["upstream_fp32_vs_fp64"] = floor
         record["fp64_error_ratio"] = record["vs_reference_fp64"]["rel_l2_pooled"] / floor if floor > 0 else None
+        if len(names) < len(refs.names):
+            record["fp64_images"] = f"float64 reference on {len(names)} of {len(refs.names)} images"
     return record

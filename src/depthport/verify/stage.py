@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..core.evidence_cache import EvidenceCache, weights_digest
 from ..core.machine import fp16_arithmetic
 from ..core.metrics import DELTA_DEFINITION
 from ..core.prompts import builtin_prompt, prompt_input
@@ -30,12 +31,13 @@ def reference_label(model, weights) -> str:
 
 
 def make_references(spec, weights, input_hw, eager_model, eager_normalized: bool, images, threads: int,
-                    fp64: bool = False, cache: bool = True, prompts: dict | None = None) -> References:
+                    fp64: bool = False, cache: bool | EvidenceCache = True, prompts: dict | None = None,
+                    cache_id: tuple | None = None) -> References:
     """The upstream model with ``weights`` (also in float64 with ``fp64``) and depthport's ``eager_model``
     (may be None) over ``images`` (with their ``prompts``, for a prompted model); the upstream outputs kept in
-    the on-disk ``reference_cache`` unless ``cache`` is False."""
+    the on-disk evidence cache (``cache``: True for the default one, or the cache to use) unless ``cache`` is
+    False. ``cache_id``: (model id, weights digest) when the caller has it already."""
     from ..reference import reference_model
-    from .reference_cache import ReferenceCache, weights_digest
 
     hw = tuple(input_hw)
     extra = (next(iter(prompts.values())).shape,) if prompts else ()
@@ -46,8 +48,8 @@ def make_references(spec, weights, input_hw, eager_model, eager_normalized: bool
     return References(images, hw, TorchRunner(reference, hw, threads, "reference-eager", extra_shapes=extra), eager,
                       eager_normalized,
                       reference_label(reference, weights), ref64, spec,
-                      cache=ReferenceCache() if cache else None,
-                      cache_id=(spec.id, weights_digest(weights.state)) if cache else (), prompts=prompts)
+                      cache=(EvidenceCache() if cache is True else cache) or None,
+                      cache_id=(cache_id or (spec.id, weights_digest(weights.state))) if cache else (), prompts=prompts)
 
 
 @functools.lru_cache(maxsize=1)
@@ -135,7 +137,8 @@ def apply(ctx, report: dict) -> None:
     normalized = "fold_input_normalization" not in built.rewrites
     try:
         refs = make_references(built.spec, built.weights, built.input_hw, built.model, normalized, images, threads,
-                               fp64=needs_fp64(ctx, report), cache=not ctx.options.no_cache, prompts=prompts)
+                               fp64=needs_fp64(ctx, report), cache=ctx.cache or False, prompts=prompts,
+                               cache_id=ctx.cache_id)
     except ModuleNotFoundError as exc:
         reason = (f"the upstream reference needs the Python package {exc.name!r}, which is not installed "
                   "(`make venv` installs it)")
@@ -151,7 +154,8 @@ def apply(ctx, report: dict) -> None:
 
 
 def cache_summary(refs: References) -> dict:
-    """Where the upstream outputs came from: the on-disk cache's folder, hits, misses and rejected entries."""
+    """Where the upstream outputs (and, in an export, the FP16-compute predictions) came from: the on-disk cache's
+    folder, hits, misses and rejected entries."""
     if refs.cache is None:
         return {"used": False, "why": "off (--no-cache)"}
     return {"used": True, **refs.cache.summary()}
@@ -167,11 +171,13 @@ def record_references(report: dict, refs: References, source: str, threads: int,
 def upstream_references(ctx, refs: References) -> None:
     """The upstream outputs (FP32, and float64 where asked) of every image, computed (or read from the cache)
     before the files, so that the progress counts them: images n/N, with the time left."""
-    kinds = ["reference"] + (["reference64"] if refs.reference64 is not None else [])
-    total = len(kinds) * len(refs.names)
-    what = "upstream reference" + (" in FP32 and float64" if len(kinds) > 1 else "")
+    wanted = [("reference", name) for name in refs.names]
+    if refs.reference64 is not None:
+        wanted += [("reference64", name) for name in refs.fp64_names]
+    total = len(wanted)
+    what = "upstream reference" + (" in FP32 and float64" if refs.reference64 is not None else "")
     ctx.detail(what, 0, total)
-    for i, (kind, name) in enumerate(((kind, name) for name in refs.names for kind in kinds), 1):
+    for i, (kind, name) in enumerate(wanted, 1):
         refs.output(kind, name)
         ctx.detail(f"{what}: {i}/{total}", i, total)
 

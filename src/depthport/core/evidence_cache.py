@@ -1,12 +1,14 @@
-"""The upstream reference's outputs kept on disk, so that a re-export and `depthport verify` of the same model,
-weights, shape and images reuse them instead of running the upstream model (in FP32 and in float64) again.
+"""The evidence an export computes from the PyTorch models, kept on disk: the upstream reference's outputs (FP32
+and float64, arrays) and the FP16-compute predictions (JSON), so that a re-export and `depthport verify` of the
+same model, weights, shape and images reuse them instead of running the models again.
 
 - Where: ``$DEPTHPORT_CACHE`` if set, else ``$XDG_CACHE_HOME/depthport/references`` (``~/.cache/...``).
 - Key: the model id, the digest of the weights (every tensor's name, dtype, shape and bytes), the digest of the
-  exact input array (the image as resized and normalised, so also its shape), the reference's dtype, and the
-  versions of depthport and torch. Any change is a miss, never a stale hit.
-- Each entry is ``KEY.npy`` with ``KEY.json`` holding the SHA-256 of the ``.npy``'s bytes: an entry whose bytes
-  do not match, or that cannot be read, is deleted and recomputed, never trusted.
+  exact inputs (the images as resized and normalised, so also their shape), what was computed (the reference's
+  dtype, the prediction's mode and model form), and the versions of depthport and torch. Any change is a miss,
+  never a stale hit.
+- Each entry is ``KEY.npy`` (an array) or ``KEY.value`` (JSON) with ``KEY.json`` holding the SHA-256 of its bytes:
+  an entry whose bytes do not match, or that cannot be read, is deleted and recomputed, never trusted.
 - Bound: ``$DEPTHPORT_CACHE_MB`` (default 2048) megabytes; the least recently used entries go first.
 - ``--no-cache`` (export and verify) turns it off.
 """
@@ -14,6 +16,7 @@ weights, shape and images reuse them instead of running the upstream model (in F
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from pathlib import Path
@@ -44,7 +47,13 @@ def weights_digest(state: dict) -> str:
     return h.hexdigest()
 
 
-class ReferenceCache:
+DATA_SUFFIXES = (".npy", ".value")
+
+
+class EvidenceCache:
+    """Arrays (``get``/``put``) and JSON values (``get_value``/``put_value``) under content keys (``key``), each
+    checked against its SHA-256 when read; ``hits``, ``misses`` and ``rejected`` count this object's reads."""
+
     def __init__(self, folder: Path | None = None, max_bytes: int | None = None):
         self.folder = Path(folder) if folder is not None else default_folder()
         mb = int(os.environ.get("DEPTHPORT_CACHE_MB", DEFAULT_MB))
@@ -52,19 +61,36 @@ class ReferenceCache:
         self.hits = self.misses = self.rejected = 0
 
     @staticmethod
-    def key(model_id: str, weights: str, reference: str, x: np.ndarray, which: str) -> str:
-        """The entry's name: ``reference`` names the upstream implementation (e.g. the official resampling)."""
+    def key(*parts: str, arrays=()) -> str:
+        """The entry's name, from ``parts`` (what was computed, from which model and weights) and the bytes, shape
+        and dtype of every input array."""
         import torch
 
         from .. import __version__
 
-        h = hashlib.sha256(np.ascontiguousarray(x).tobytes())
-        parts = [model_id, weights, reference, h.hexdigest(), str(x.shape), str(x.dtype), which, __version__,
-                 torch.__version__]
-        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+        described = [str(p) for p in parts]
+        for x in arrays:
+            x = np.ascontiguousarray(x)
+            described += [hashlib.sha256(x.tobytes()).hexdigest(), str(x.shape), str(x.dtype)]
+        return hashlib.sha256("\n".join([*described, __version__, torch.__version__]).encode()).hexdigest()
 
     def get(self, key: str) -> np.ndarray | None:
-        data, meta = self.folder / f"{key}.npy", self.folder / f"{key}.json"
+        return self._read(key, ".npy", lambda raw: np.load(io.BytesIO(raw), allow_pickle=False))
+
+    def put(self, key: str, array: np.ndarray) -> None:
+        buffer = io.BytesIO()
+        np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+        self._write(key, ".npy", buffer.getvalue(), list(array.shape))
+
+    def get_value(self, key: str):
+        return self._read(key, ".value", json.loads)
+
+    def put_value(self, key: str, value) -> None:
+        """Keep a JSON value (what ``json.dumps`` writes: tuples come back as lists)."""
+        self._write(key, ".value", json.dumps(value, sort_keys=True).encode(), None)
+
+    def _read(self, key: str, suffix: str, parse):
+        data, meta = self.folder / f"{key}{suffix}", self.folder / f"{key}.json"
         if not data.exists():
             self.misses += 1
             return None
@@ -72,7 +98,7 @@ class ReferenceCache:
             raw = data.read_bytes()
             if hashlib.sha256(raw).hexdigest() != json.loads(meta.read_text())["sha256"]:
                 raise ValueError("checksum mismatch")
-            array = np.load(data, allow_pickle=False)
+            value = parse(raw)
         except (OSError, ValueError, KeyError, json.JSONDecodeError):
             self.rejected += 1
             for f in (data, meta):
@@ -80,23 +106,21 @@ class ReferenceCache:
             return None
         os.utime(data)  # recently used: evicted last
         self.hits += 1
-        return array
+        return value
 
-    def put(self, key: str, array: np.ndarray) -> None:
+    def _write(self, key: str, suffix: str, raw: bytes, shape: list | None) -> None:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            with atomic_path(self.folder / f"{key}.npy") as tmp:
-                with open(tmp, "wb") as fh:
-                    np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
-                digest = hashlib.sha256(Path(tmp).read_bytes()).hexdigest()
+            with atomic_path(self.folder / f"{key}{suffix}") as tmp:
+                Path(tmp).write_bytes(raw)
                 with atomic_path(self.folder / f"{key}.json") as meta:
-                    Path(meta).write_text(json.dumps({"sha256": digest, "shape": list(array.shape)}))
+                    Path(meta).write_text(json.dumps({"sha256": hashlib.sha256(raw).hexdigest(), "shape": shape}))
             self._bound()
         except OSError:
             pass  # a cache that cannot be written is no cache; the figures are computed all the same
 
     def _bound(self) -> None:
-        entries = sorted(self.folder.glob("*.npy"), key=lambda p: p.stat().st_mtime)
+        entries = sorted((p for s in DATA_SUFFIXES for p in self.folder.glob(f"*{s}")), key=lambda p: p.stat().st_mtime)
         total = sum(p.stat().st_size for p in entries)
         for p in entries:
             if total <= self.max_bytes:

@@ -1,0 +1,74 @@
+"""The evidence cache (core.evidence_cache) across a whole export: a re-export reads the upstream outputs and the
+FP16-compute predictions from disk, and every verdict and figure is the same as with the cache off or cold; a
+corrupted prediction is recomputed, never trusted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import TINY_HW
+
+TARGETS = ("litert-fp32", "xnnpack-fp16")
+
+
+def _export(out, weights, images, cache_folder, monkeypatch, no_cache=False) -> dict:
+    from depthport.export.context import StageOptions
+    from depthport.pipeline import ExportOptions, run_export
+
+    monkeypatch.setenv("DEPTHPORT_CACHE", str(cache_folder))
+    opts = ExportOptions(model="da2-tiny", weights=weights, input_hw=TINY_HW, out_dir=out, targets=TARGETS,
+                         stages=StageOptions(images=str(images), skip={"ledger", "bench", "report", "card"},
+                                             no_cache=no_cache))
+    return json.loads(json.dumps(run_export(opts), default=str))
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory, tiny_weights):
+    """Three exports of the same model: cache off, cold cache, warm cache (same folder)."""
+    from depthport.core.images import builtin_image
+
+    root = tmp_path_factory.mktemp("evidence")
+    (root / "images").mkdir()
+    for name in ("chelsea", "astronaut"):
+        builtin_image(name).save(root / "images" / f"{name}.png")
+    with pytest.MonkeyPatch.context() as patch:
+        runs = {name: _export(root / name, tiny_weights, root / "images", root / "cache", patch, name == "off")
+                for name in ("off", "cold", "warm")}
+    return runs, root / "cache"
+
+
+def test_a_warm_cache_gives_every_verdict_and_figure_of_a_first_export(exports):
+    runs, _ = exports
+    assert runs["cold"]["artifacts"] == runs["off"]["artifacts"] == runs["warm"]["artifacts"]
+    assert runs["cold"]["accuracy"] == runs["off"]["accuracy"] == runs["warm"]["accuracy"]
+    fp16 = runs["warm"]["artifacts"][0]["fp16_compute"]
+    assert fp16["images"] == ["astronaut.png", "chelsea.png"] and fp16["rel_l2"] > 0
+
+
+def test_a_re_export_reads_the_upstream_outputs_and_fp16_predictions_from_disk(exports):
+    runs, folder = exports
+    assert runs["off"]["verify"]["reference_cache"] == {"used": False, "why": "off (--no-cache)"}
+    cold, warm = runs["cold"]["verify"]["reference_cache"], runs["warm"]["verify"]["reference_cache"]
+    # 2 images x (FP32, float64) upstream outputs, the GPU prediction (fp16) and the xnnpack-fp16 one
+    assert cold["hits"] == 0 and cold["misses"] == 6
+    assert warm["hits"] == 6 and warm["misses"] == 0 and warm["rejected"] == 0
+    assert len(list(folder.glob("*.value"))) == 2 and len(list(folder.glob("*.npy"))) == 4
+
+
+def test_a_corrupted_fp16_prediction_is_recomputed(tiny_built, tmp_path):
+    from depthport.check.fp16_compute import predict_fp16
+    from depthport.core.evidence_cache import EvidenceCache
+
+    cache = EvidenceCache(tmp_path / "cache")
+    ident = ("da2-tiny", "digest", tuple(tiny_built.rewrites), None)
+    first = predict_fp16(tiny_built.model, TINY_HW, cache=cache, cache_id=ident)
+    [entry] = (tmp_path / "cache").glob("*.value")
+    raw = bytearray(entry.read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    entry.write_bytes(bytes(raw))
+    again = predict_fp16(tiny_built.model, TINY_HW, cache=cache, cache_id=ident)
+    assert cache.rejected == 1 and cache.hits == 0 and again == first
+    assert predict_fp16(tiny_built.model, TINY_HW, cache=cache, cache_id=ident) == first and cache.hits == 1
+    other = predict_fp16(tiny_built.model, TINY_HW, accumulate="fp32", cache=cache, cache_id=ident)
+    assert cache.misses == 2 and other["accumulate"] == "fp32"
