@@ -21,7 +21,8 @@ METRIC_TOLERANCE_M = 0.05
 
 def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: bool = True,
                  accumulate: str = "fp16", images: list | None = None, unit: str = "", on_image=None,
-                 target: str = "xnnpack-fp16", prompts: dict | None = None, cache=None, cache_id: tuple = ()) -> dict:
+                 target: str = "xnnpack-fp16", prompts: dict | None = None, cache=None, cache_id: tuple = (),
+                 subset: str = "") -> dict:
     """FP16-compute prediction over ``images`` ([(name, PIL image)], default the built-in chelsea); when it
     says FP32 must be enforced, also the prediction with the ``fp16_safe_norm`` rewrite applied ("xnnpack":
     of the ``xnnpack-fp16`` target's form, ``xnnpack_fp16_form``, which pre-scales its norms). With a ``unit``
@@ -29,7 +30,8 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
     names the fp16 .pte target whose form "xnnpack" simulates. ``prompts`` ({image name: (1, 1, h, w)}) feed a
     prompted model. ``on_image(done, total)`` follows the images (``simulate_fp16``'s ``on_input``). With a
     ``cache`` (``core.evidence_cache.EvidenceCache``) and ``cache_id`` (what identifies ``model``: its id, weights
-    digest and rewrites), the prediction is read from the cache when it holds it, else computed and kept there."""
+    digest and rewrites), the prediction is read from the cache when it holds it, else computed and kept there.
+    ``subset`` ('FP16-compute prediction on 2 of 6 images (evidence budget)') says that ``images`` are a subset."""
     import skimage.data
     from PIL import Image
 
@@ -46,7 +48,7 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
                         unit, [name for name, _ in images], arrays=arrays)
         found = cache.get_value(key)
         if found is not None:
-            return found
+            return {**found, **({"subset": subset} if subset else {})}
     if accumulate == "xnnpack":  # XNNPACK's kernels run the xnnpack-fp16 file's form
         model = xnnpack_fp16_form(model, target=target)
     entry = simulate_fp16(model, x, accumulate=accumulate, on_input=on_image).as_entry()
@@ -67,7 +69,7 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
     entry = json.loads(json.dumps(entry, default=str))  # as report.json keeps it, cached or not
     if key is not None:
         cache.put_value(key, entry)
-    return entry
+    return {**entry, **({"subset": subset} if subset else {})}
 
 
 def xnnpack_fp16_form(model: torch.nn.Module, split_k: int | None = None,
@@ -115,7 +117,9 @@ def fp16_verdict(prediction: dict | None) -> Verdict:
             why = f"worst image's mean error {prediction['mean_abs_worst']:.3g} {unit} > {tol_m:g} {unit}"
         else:
             why = f"rel L2 vs FP32 {prediction['rel_l2']:.3g} > {prediction.get('tolerance')}"
-        return Verdict.failed(f"FP16 compute is wrong for this model ({why}): the app must enforce FP32",
+        subset = f" ({prediction['subset']})" if prediction.get("subset") else ""
+        return Verdict.failed(f"FP16 compute is wrong for this model ({why}){subset}: the app must enforce FP32",
                               figures, limits)
+    subset = f"; {prediction['subset']}" if prediction.get("subset") else ""
     return Verdict.passed(figures, limits, f"FP16 compute within {prediction.get('tolerance')}{in_unit} "
-                                           f"on {prediction.get('inputs')} image(s)")
+                                           f"on {prediction.get('inputs')} image(s){subset}")

@@ -80,11 +80,14 @@ def fp16_prediction(ctx: ExportContext, accumulate: str | None = None,
         what = f"FP16-compute prediction ({mode} accumulation)"
         ctx.detail(what)
         _, images, prompts, _ = ctx.verification_set()
+        budget = ctx.evidence_budget
+        images = images[:budget.count]
         ctx.fp16_predictions[key] = predict_fp16(
             ctx.built.model, ctx.built.input_hw, normalize="fold_input_normalization" not in ctx.built.rewrites,
             accumulate=mode, images=images, unit=ctx.built.spec.units()["label"] or "",
             on_image=lambda done, total: ctx.detail(f"{what}: images {done}/{total}", done, total), target=target,
-            prompts=prompts, cache=ctx.cache, cache_id=(*ctx.cache_id, ctx.built.rewrites, ctx.built.pos_formula))
+            prompts=prompts, cache=ctx.cache, cache_id=(*ctx.cache_id, ctx.built.rewrites, ctx.built.pos_formula),
+            subset=budget.of("FP16-compute prediction"))
         if mode == "fp16" and ctx.fp16_predictions[mode]["needs_enforce_f32"]:
             # LiteRT's FP16_WITH_FP32_ACCUM: FP16 tensors, FP32 accumulation (the GPU mode between the two)
             accum = fp16_prediction(ctx, "fp32")

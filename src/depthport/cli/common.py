@@ -53,6 +53,19 @@ def thread_count(text: str) -> int:
     return value
 
 
+def evidence_images(text: str) -> int:
+    """``--evidence-images``: 'all' (0) or a whole number of images, at least 1 (an argparse ``type=``)."""
+    if text.strip().lower() == "all":
+        return 0
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'all' or a whole number of images >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 'all' or at least 1 image, got {value}")
+    return value
+
+
 def add_threads(parser, help_text: str = "CPU threads") -> None:
     parser.add_argument("--threads", type=thread_count, default=2, help=f"{help_text} (default 2)")
 

@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .common import add_threads, console, export_size, status_console
+from .common import add_threads, console, evidence_images, export_size, status_console
 
 
 def add_parser(subparsers):
@@ -39,8 +39,12 @@ def add_parser(subparsers):
     p.add_argument("--gate", action="append", default=[], metavar="PRECISION.METRIC=VALUE",
                    help="override a parity gate, e.g. fp32.pearson=0.9999 or int8.delta125=0.99 (repeatable)")
     p.add_argument("--no-cache", action="store_true",
-                   help="compute the upstream reference's outputs afresh instead of reusing (and keeping) them in the "
-                        "reference cache ($DEPTHPORT_CACHE, default ~/.cache/depthport/references)")
+                   help="compute the upstream reference's outputs and the FP16 predictions afresh instead of reusing "
+                        "(and keeping) them in the evidence cache ($DEPTHPORT_CACHE, default "
+                        "~/.cache/depthport/references)")
+    p.add_argument("--evidence-images", type=evidence_images, metavar="N|all",
+                   help="verification images the float64 reference and the FP16-compute prediction run on (default: "
+                        "as many as the evidence budget allows: every image up to Base models, 2 of 6 for Large ones)")
     p.add_argument("--no-fp64", action="store_true",
                    help="skip the float64 reference (FP32 files are then unverified: their gate compares the file's "
                         "error against float64 with upstream FP32's own)")
@@ -105,7 +109,7 @@ def options_from(args):
     if skip - set(SKIPPABLE):
         raise InputError(f"cannot skip {', '.join(sorted(skip - set(SKIPPABLE)))}; skippable: {', '.join(SKIPPABLE)}")
     stages = StageOptions(images=args.images, threads=args.threads, skip=skip, gates=args.gate, no_fp64=args.no_fp64,
-                          no_cache=args.no_cache,
+                          no_cache=args.no_cache, evidence_images=args.evidence_images,
                           run_gpu=args.run_gpu, web_fast_shaders=args.fast_shaders,
                           dynamic_shapes=parse_sizes(args.dynamic_shapes) if args.dynamic_shapes else None)
     opts = ExportOptions(model=spec.id, weights=args.weights or published_weights(spec),
@@ -212,3 +216,6 @@ def summary(report: dict, out_dir: Path) -> None:
         table.add_row(a["file"], a["target"], f"{a['bytes'] / 1e6:.1f}", str(a.get("op_count", "-")),
                       f"[{style[a['status']]}]{a['status']}[/]", *cells, why)
     out.print(table)
+    budget = (report.get("verify") or {}).get("evidence_budget") or {}
+    if budget.get("line"):
+        out.print(f"[yellow]{budget['line']}[/]")

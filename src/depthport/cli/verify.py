@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import InputError, MissingDependency
 from . import verify_web
-from .common import check_prompt_input, thread_count
+from .common import check_prompt_input, evidence_images, thread_count
 
 MODEL_SUFFIXES = (".tflite", ".pte", ".onnx")
 
@@ -28,8 +28,12 @@ def add_parser(subparsers):
     p.add_argument("--out", help="folder for report.json and report.html (default: verify-STEM beside FILE)")
     p.add_argument("--no-eager", action="store_true", help="skip the comparison with depthport's own eager model")
     p.add_argument("--no-cache", action="store_true",
-                   help="compute the upstream reference's outputs afresh instead of reusing (and keeping) them in the "
-                        "reference cache ($DEPTHPORT_CACHE, default ~/.cache/depthport/references)")
+                   help="compute the upstream reference's outputs and the FP16 predictions afresh instead of reusing "
+                        "(and keeping) them in the evidence cache ($DEPTHPORT_CACHE, default "
+                        "~/.cache/depthport/references)")
+    p.add_argument("--evidence-images", type=evidence_images, metavar="N|all",
+                   help="images the float64 reference and the FP16-compute prediction run on (default: the evidence "
+                        "budget's count)")
     p.add_argument("--no-fp64", action="store_true",
                    help="skip the upstream model in float64 (used by default for FP32 files, whose gate compares their "
                         "error against float64 with upstream FP32's own; without it they are unverified)")
@@ -67,6 +71,7 @@ def run(args) -> int:
     from ..atomic import write_text
     from ..build import build
     from ..check.fp16_compute import fp16_arithmetic_entry, predict_fp16
+    from ..core.evidence_budget import evidence_budget
     from ..core.images import image_set
     from ..core.prompts import prompt_set
     from ..core.provenance import command_line, machine, versions
@@ -118,10 +123,12 @@ def run(args) -> int:
                             else (None, None))
         known = {p: artifact_info(sibling_report(p), p) for p in paths}  # each file's entry in its export's report
         precisions = {args.precision or known[p].get("precision") for p in paths}
+        budget = evidence_budget(sum(t.numel() for t in built.model.parameters()), input_hw, len(images),
+                                 args.evidence_images)
         try:
             refs = make_references(spec, built.weights, input_hw, None if args.no_eager else built.model, normalized,
                                    images, threads, fp64="fp32" in precisions and not args.no_fp64,
-                                   cache=not args.no_cache, prompts=prompts)
+                                   cache=not args.no_cache, prompts=prompts, fp64_count=budget.count)
         except ModuleNotFoundError as exc:
             raise MissingDependency(exc.name or "?", f"the upstream reference of {spec.id}") from None
         report = {"command": command_line(), "model": spec.id,
@@ -132,6 +139,7 @@ def run(args) -> int:
         if prompt_hw:
             report["prompt_shape"] = [1, 1, *prompt_hw]
         record_references(report, refs, source, threads, built.weights.random, prompt_origins=origins)
+        report["verify"]["evidence_budget"] = budget.as_entry()
         unit = gates.unit_label(spec.units())
         for path in paths:
             precision = args.precision or known[path].get("precision")
@@ -142,7 +150,8 @@ def run(args) -> int:
             if path.suffix == ".pte" and precision == "fp16":
                 status.update(f"predicting XNNPACK's FP16 arithmetic for {path.name}")
                 art["fp16_arithmetic"] = fp16_arithmetic_entry(lambda: predict_fp16(
-                    built.model, input_hw, normalize=normalized, accumulate="xnnpack", images=images, unit=unit,
+                    built.model, input_hw, normalize=normalized, accumulate="xnnpack", images=images[:budget.count],
+                    unit=unit, subset=budget.of("FP16-compute prediction"),
                     target=art["target"] if art["target"] in FP16_PTE_TARGETS else "xnnpack-fp16", prompts=prompts,
                     cache=refs.cache, cache_id=(*refs.cache_id, built.rewrites, built.pos_formula)))
             report["artifacts"].append(art)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..build import Built
+from ..core.evidence_budget import EvidenceBudget, evidence_budget
 from ..core.evidence_cache import EvidenceCache, weights_digest
 
 
@@ -29,6 +30,7 @@ class StageOptions:
     probe: bool = True  # the GEMM probe of the bench stage (its % of peak)
     dynamic_shapes: tuple | None = None  # (H, W) shapes an onnx-dynamic file is verified at (default: 3, see onnx.py)
     web_fast_shaders: bool = False  # browser runs: Dawn's disable_workgroup_init (faster on SwiftShader; reported)
+    evidence_images: int | None = None  # images for the float64 reference and FP16 prediction (0: all; None: budget)
 
     def __post_init__(self):
         self.skip = frozenset(self.skip)
@@ -98,6 +100,13 @@ class ExportContext:
     def cache_id(self) -> tuple:
         """(model id, weights digest): what every cache key of this export starts with; () without a cache."""
         return self._cache[1] if self.cache is not None else ()
+
+    @property
+    def evidence_budget(self) -> EvidenceBudget:
+        """How many verification images the float64 reference and the FP16-compute prediction run on."""
+        params = sum(p.numel() for p in self.built.model.parameters())
+        return evidence_budget(params, self.built.input_hw, len(self.verification_set()[1]),
+                               self.options.evidence_images)
 
     def verification_set(self) -> tuple[str, list, dict | None, dict | None]:
         """(source, [(name, RGB image)], {name: prompt} or None, {name: where the prompt came from} or None): the

@@ -131,7 +131,8 @@ def parity_view(report: dict) -> dict:
     return {"measured": len(measured), "total": len(arts),
             "reference": measured[0]["parity"].get("reference") if measured else None,
             "why_not": "; ".join(sorted({_verdict(a, "parity") for a in arts})),
-            "fp64": fp64, "fp64_gate": report.get("gates", {}).get("fp32", {}).get("fp64_error_ratio", "-")}
+            "fp64": fp64, "fp64_gate": report.get("gates", {}).get("fp32", {}).get("fp64_error_ratio", "-"),
+            "evidence_line": ((report.get("verify") or {}).get("evidence_budget") or {}).get("line")}
 
 
 def not_shipped_view(report: dict) -> dict:

@@ -149,7 +149,8 @@ def fp16_arithmetic_verdict(art: dict, gates: dict[str, dict[str, float]], unit:
             return Verdict.not_measured(f"{found.get('reason')}; the FP16 prediction is switched off (fp16_sim)",
                                         SKIPPED)
         verdict = Verdict.from_dict(evaluate(prediction.get("figures"), "fp16", gates, unit))
-        where = f"predicted (XNNPACK f16 kernels simulated), not measured: {found.get('reason')}"
+        where = f"predicted (XNNPACK f16 kernels simulated), not measured: {found.get('reason')}" + (
+            f"; {prediction['subset']}" if prediction.get("subset") else "")
     if verdict.state == NOT_MEASURED:
         return verdict
     return Verdict(verdict.state, (*verdict.reasons, where), verdict.figures, verdict.thresholds)

@@ -32,11 +32,12 @@ def reference_label(model, weights) -> str:
 
 def make_references(spec, weights, input_hw, eager_model, eager_normalized: bool, images, threads: int,
                     fp64: bool = False, cache: bool | EvidenceCache = True, prompts: dict | None = None,
-                    cache_id: tuple | None = None) -> References:
+                    cache_id: tuple | None = None, fp64_count: int | None = None) -> References:
     """The upstream model with ``weights`` (also in float64 with ``fp64``) and depthport's ``eager_model``
     (may be None) over ``images`` (with their ``prompts``, for a prompted model); the upstream outputs kept in
     the on-disk evidence cache (``cache``: True for the default one, or the cache to use) unless ``cache`` is
-    False. ``cache_id``: (model id, weights digest) when the caller has it already."""
+    False. ``cache_id``: (model id, weights digest) when the caller has it already. ``fp64_count``: the float64
+    reference runs on the first this-many images (the evidence budget), all by default."""
     from ..reference import reference_model
 
     hw = tuple(input_hw)
@@ -49,7 +50,8 @@ def make_references(spec, weights, input_hw, eager_model, eager_normalized: bool
                       eager_normalized,
                       reference_label(reference, weights), ref64, spec,
                       cache=(EvidenceCache() if cache is True else cache) or None,
-                      cache_id=(cache_id or (spec.id, weights_digest(weights.state))) if cache else (), prompts=prompts)
+                      cache_id=(cache_id or (spec.id, weights_digest(weights.state))) if cache else (), prompts=prompts,
+                      fp64_count=fp64_count)
 
 
 @functools.lru_cache(maxsize=1)
@@ -135,10 +137,11 @@ def apply(ctx, report: dict) -> None:
     built = ctx.built
     space = built.spec.output_space
     normalized = "fold_input_normalization" not in built.rewrites
+    budget = ctx.evidence_budget
     try:
         refs = make_references(built.spec, built.weights, built.input_hw, built.model, normalized, images, threads,
                                fp64=needs_fp64(ctx, report), cache=ctx.cache or False, prompts=prompts,
-                               cache_id=ctx.cache_id)
+                               cache_id=ctx.cache_id, fp64_count=budget.count)
     except ModuleNotFoundError as exc:
         reason = (f"the upstream reference needs the Python package {exc.name!r}, which is not installed "
                   "(`make venv` installs it)")
@@ -147,6 +150,7 @@ def apply(ctx, report: dict) -> None:
         gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)
         return
     record_references(report, refs, source, threads, built.weights.random, space, origins)
+    report["verify"]["evidence_budget"] = budget.as_entry()
     ctx.figures = figures_entry(refs, refs.names[0])
     verify_artifacts(ctx, report, refs, normalized, thresholds, space)
     report["verify"]["reference_cache"] = cache_summary(refs)

@@ -1,0 +1,72 @@
+"""The evidence budget (core.evidence_budget): how many images the float64 reference and the FP16-compute prediction
+run on, and that a subset is said aloud in the report, the verdicts, the card and the console."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import TINY_HW
+
+from depthport.core.evidence_budget import BUDGET, evidence_budget
+
+
+@pytest.mark.parametrize("params, hw, want", [
+    (24.8e6, (518, 686), 6),  # da2-small: every image
+    (97.5e6, (518, 686), 6),  # da2-base: every image
+    (335.3e6, (518, 686), 2),  # da2-large
+    (334.1e6, (896, 504), 2),  # da3-metric-large
+    (340.0e6, (756, 1008), 1),  # prompt-da-large
+])
+def test_the_budget_keeps_every_image_up_to_base_models_and_fewer_for_large_ones(params, hw, want):
+    budget = evidence_budget(params, hw, 6)
+    assert budget.count == want and budget.subset == (want < 6)
+    assert budget.count == 1 or budget.count * budget.per_image <= BUDGET
+    if budget.subset:
+        assert budget.line == f"float64 reference and FP16-compute prediction on {want} of 6 images (evidence budget)"
+        assert budget.as_entry()["line"] == budget.line
+    else:
+        assert budget.line == "" and "line" not in budget.as_entry()
+
+
+def test_evidence_images_overrides_the_budget():
+    assert evidence_budget(340e6, (756, 1008), 6, requested=0).count == 6
+    one = evidence_budget(1e6, (56, 70), 6, requested=1)
+    assert one.count == 1 and one.line.endswith("on 1 of 6 images (--evidence-images)")
+    assert evidence_budget(1e6, (56, 70), 3, requested=5).count == 3
+
+
+def test_a_subset_is_labelled_in_the_report_the_verdicts_the_card_and_the_console(tmp_path, tiny_weights, capsys):
+    """--evidence-images 1 on the tiny model (the same path a Large model takes by budget): float64 on 1 of 2
+    images, the FP16 prediction on 1 of 2, both said in every place that shows them."""
+    from depthport.cli import main
+    from depthport.core.images import builtin_image
+
+    images = tmp_path / "images"
+    images.mkdir()
+    for name in ("chelsea", "astronaut"):
+        builtin_image(name).save(images / f"{name}.png")
+    out = tmp_path / "out"
+    code = main(["export", "da2-tiny", "--weights", "random", "--size", f"{TINY_HW[0]}x{TINY_HW[1]}",
+                 "--targets", "litert-fp32", "--images", str(images), "--evidence-images", "1", "--skip",
+                 "ledger,bench", "--out", str(out)])
+    assert code == 0
+    report = json.loads((out / "report.json").read_text())
+    line = "float64 reference and FP16-compute prediction on 1 of 2 images (--evidence-images)"
+    assert report["verify"]["evidence_budget"]["line"] == line
+    [art] = report["artifacts"]
+    assert art["parity"]["images"] == 2 and art["parity"]["vs_reference_fp64"]["images"] == 1
+    assert art["parity"]["fp64_images"] == "float64 reference on 1 of 2 images"
+    assert "fp64_error_ratio: float64 reference on 1 of 2 images" in art["checks"]["parity"]["reasons"]
+    assert art["fp16_compute"]["inputs"] == 1 and art["fp16_compute"]["images"] == ["astronaut.png"]
+    assert "FP16-compute prediction on 1 of 2 images" in " ".join(art["checks"]["fp16_compute"]["reasons"])
+    assert line in (out / "README.md").read_text()
+    assert line in " ".join(capsys.readouterr().out.split())
+
+
+def test_evidence_images_must_be_all_or_a_positive_count(capsys):
+    from depthport.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["export", "da2-tiny", "--evidence-images", "0", "--out", "x"])
+    assert "must be 'all' or at least 1 image" in capsys.readouterr().err
