@@ -77,7 +77,8 @@ def child(model_id: str, targets: str, threads: int) -> None:
     cost.close()
     print(json.dumps({"model": model_id, "size": list(spec.default_hw), "targets": targets,
                       "total_s": time.perf_counter() - start, "peak_rss_mb": rss_kb("VmHWM") / 1024,
-                      "stages": cost.rows, "status": [a.get("status") for a in report["artifacts"]]}))
+                      "stages": cost.rows, "status": [[a.get("status"), a.get("status_reason")] for a in report["artifacts"]],
+                      "evidence": ((report.get("verify") or {}).get("evidence_budget") or {}).get("line", "every image")}))
 
 
 def measure(model_id: str, targets: str, threads: int) -> dict:

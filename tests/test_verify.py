@@ -301,6 +301,28 @@ def test_verify_stage_counts_its_work_for_the_time_left(tiny, tmp_path):
     assert time_left(5.0, 0, 4) == "" and time_left(5.0, 4, 4) == ""
 
 
+def test_the_upstream_models_are_freed_once_their_outputs_are_in_and_rebuilt_the_same(tiny, images):
+    """After the upstream outputs are computed, neither upstream model stays in memory; a later use (another
+    shape) builds it again from the same weights and gives the same outputs."""
+    from depthport.verify.stage import make_references, upstream_references
+
+    built, _ = tiny
+
+    class Quiet:
+        def detail(self, *args):
+            pass
+
+    refs = make_references(built.spec, built.weights, HW, None, True, images, threads=2, fp64=True, cache=False)
+    assert refs.reference.built is not None and refs.reference64.built is None  # float64: built when first needed
+    upstream_references(Quiet(), refs)
+    assert refs.reference.built is None and refs.reference64.built is None
+    again = refs.at(HW, threads=2)
+    for name, _ in images:
+        assert np.array_equal(again.output("reference", name), refs.output("reference", name))
+        assert np.array_equal(again.output("reference64", name), refs.output("reference64", name))
+    assert again.reference.built is not None
+
+
 # bad input
 
 

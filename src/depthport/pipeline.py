@@ -13,6 +13,7 @@ from .atomic import write_text
 from .bench import stage as bench_stage
 from .build import build, build_steps
 from .check import stage as check_stage
+from .core.memory import give_back
 from .core.provenance import machine, versions
 from .core.schema import dumps
 from .errors import InputError
@@ -130,6 +131,7 @@ def run_export(opts: ExportOptions, progress=None) -> dict:
             skipped = ctx.options.skips(stage.name.split()[-1])
             with progress.stage(stage.name + (" (skipped on request)" if skipped else "")):
                 stage.run(ctx, report)
+                give_back()
         report["written_files"] = written(folder) + ["report.json"]
         write_text(folder / "report.json", dumps(report))
     return report

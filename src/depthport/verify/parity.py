@@ -62,11 +62,11 @@ class References:
         """The same images and upstream model (and, with ``fp64``, float64 when there is one) at another shape,
         with ``eager_model`` (depthport's model built for that shape) as the eager reference, or none."""
         extra = self.reference.extra_shapes
-        ref64 = (TorchRunner(self.reference64.model, hw, threads, "reference-eager-fp64", self.reference64.dtype,
-                             extra) if fp64 and self.reference64 is not None else None)
+        ref64 = (TorchRunner(self.reference64.built, hw, threads, "reference-eager-fp64", self.reference64.dtype,
+                             extra, self.reference64.rebuild) if fp64 and self.reference64 is not None else None)
         eager = TorchRunner(eager_model, hw, threads, "depthport-eager") if eager_model is not None else None
-        return References(self.images, hw, TorchRunner(self.reference.model, hw, threads, "reference-eager",
-                                                       extra_shapes=extra), eager,
+        return References(self.images, hw, TorchRunner(self.reference.built, hw, threads, "reference-eager",
+                                                       extra_shapes=extra, rebuild=self.reference.rebuild), eager,
                           self.eager_normalized, self.label, ref64, spec=self.spec, cache=self.cache,
                           cache_id=self.cache_id, prompts=self.prompts, fp64_count=self.fp64_count)
 

@@ -10,6 +10,7 @@ import torch
 
 from ..core.evidence_cache import EvidenceCache, weights_digest
 from ..core.machine import fp16_arithmetic
+from ..core.memory import give_back
 from ..core.metrics import DELTA_DEFINITION
 from ..core.prompts import builtin_prompt, prompt_input
 from ..core.schema import ERROR, SKIPPED, UNAVAILABLE
@@ -43,10 +44,11 @@ def make_references(spec, weights, input_hw, eager_model, eager_normalized: bool
     hw = tuple(input_hw)
     extra = (next(iter(prompts.values())).shape,) if prompts else ()
     eager = TorchRunner(eager_model, hw, threads, "depthport-eager") if eager_model is not None else None
-    ref64 = (TorchRunner(reference_model(spec, weights), hw, threads, "reference-eager-fp64", torch.float64, extra)
-             if fp64 else None)
-    reference = reference_model(spec, weights)
-    return References(images, hw, TorchRunner(reference, hw, threads, "reference-eager", extra_shapes=extra), eager,
+    rebuild = functools.partial(reference_model, spec, weights)
+    ref64 = (TorchRunner(None, hw, threads, "reference-eager-fp64", torch.float64, extra, rebuild) if fp64 else None)
+    reference = rebuild()
+    return References(images, hw, TorchRunner(reference, hw, threads, "reference-eager", extra_shapes=extra,
+                                              rebuild=rebuild), eager,
                       eager_normalized,
                       reference_label(reference, weights), ref64, spec,
                       cache=(EvidenceCache() if cache is True else cache) or None,
@@ -174,7 +176,8 @@ def record_references(report: dict, refs: References, source: str, threads: int,
 
 def upstream_references(ctx, refs: References) -> None:
     """The upstream outputs (FP32, and float64 where asked) of every image, computed (or read from the cache)
-    before the files, so that the progress counts them: images n/N, with the time left."""
+    before the files, so that the progress counts them: images n/N, with the time left. One upstream model is in
+    memory at a time, and both are freed at the end (built again if another shape needs them)."""
     wanted = [("reference", name) for name in refs.names]
     if refs.reference64 is not None:
         wanted += [("reference64", name) for name in refs.fp64_names]
@@ -182,8 +185,15 @@ def upstream_references(ctx, refs: References) -> None:
     what = "upstream reference" + (" in FP32 and float64" if refs.reference64 is not None else "")
     ctx.detail(what, 0, total)
     for i, (kind, name) in enumerate(wanted, 1):
+        if kind == "reference64" and refs.reference.built is not None:
+            refs.reference.release()  # every FP32 output is in: one upstream model in memory at a time
+            give_back()
         refs.output(kind, name)
         ctx.detail(f"{what}: {i}/{total}", i, total)
+    for runner in (refs.reference, refs.reference64):
+        if runner is not None:
+            runner.release()
+    give_back()
 
 
 def verify_artifacts(ctx, report: dict, refs: References, normalized: bool, thresholds: dict,
