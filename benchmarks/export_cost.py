@@ -6,7 +6,10 @@ Each export runs in a child process of its own, so its peak RSS is its own: the 
 whole export. Random weights, the stages ``depthport export`` runs by default, an empty reference cache
 (``verify.reference_cache``): the cost of a first export.
 
-    python benchmarks/export_cost.py [--models da2-small,da3-small] [--matrix] [--threads 2]
+With ``--warm`` each export runs twice with one cache: the second is a re-export, whose evidence stages read the
+cache.
+
+    python benchmarks/export_cost.py [--models da2-small,da3-small] [--matrix] [--warm] [--threads 2]
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -33,29 +37,45 @@ def rss_kb(field: str = "VmRSS") -> int:
 
 
 class StageCost:
-    """A progress reporter for ``run_export`` that records each stage's wall time and peak resident set."""
+    """A progress reporter for ``run_export`` that records each stage's wall time and peak resident set, and the
+    same for each step the stage names in its progress (``detail``: counts such as "images 2/6" merged)."""
 
     def __init__(self, interval: float = 0.02):
         self.rows: list[dict] = []
-        self._peak = 0
+        self._peak = self._step_peak = 0
+        self._step: tuple[str, float] | None = None
+        self._steps: dict[str, dict] = {}
         self._stop = threading.Event()
         threading.Thread(target=self._sample, args=(interval,), daemon=True).start()
 
     def _sample(self, interval: float) -> None:
         while not self._stop.wait(interval):
-            self._peak = max(self._peak, rss_kb())
+            rss = rss_kb()
+            self._peak, self._step_peak = max(self._peak, rss), max(self._step_peak, rss)
 
     @contextlib.contextmanager
     def stage(self, name: str):
         self._peak, start = rss_kb(), time.perf_counter()
+        self._steps = {}
         try:
             yield
         finally:
+            self._end_step()
             self._peak = max(self._peak, rss_kb())
-            self.rows.append({"stage": name, "s": time.perf_counter() - start, "peak_rss_mb": self._peak / 1024})
+            self.rows.append({"stage": name, "s": time.perf_counter() - start, "peak_rss_mb": self._peak / 1024,
+                              "steps": list(self._steps.values())})
 
     def detail(self, text: str, done: int | None = None, total: int | None = None) -> None:
-        pass
+        self._end_step()
+        self._step, self._step_peak = (re.sub(r"\d+/\d+|\(\d+/\d+\)", "n/N", text), time.perf_counter()), rss_kb()
+
+    def _end_step(self) -> None:
+        if self._step is not None:
+            name, start = self._step
+            row = self._steps.setdefault(name, {"step": name, "s": 0.0, "peak_rss_mb": 0.0})
+            row["s"] += time.perf_counter() - start
+            row["peak_rss_mb"] = max(row["peak_rss_mb"], max(self._step_peak, rss_kb()) / 1024)
+            self._step = None
 
     def close(self) -> None:
         self._stop.set()
@@ -81,12 +101,13 @@ def child(model_id: str, targets: str, threads: int) -> None:
                       "evidence": ((report.get("verify") or {}).get("evidence_budget") or {}).get("line", "every image")}))
 
 
-def measure(model_id: str, targets: str, threads: int) -> dict:
-    """One export in a child process, with an empty reference cache of its own (a first export's cost)."""
-    with tempfile.TemporaryDirectory(prefix="depthport-cost-cache-") as cache:
+def measure(model_id: str, targets: str, threads: int, cache: str | None = None) -> dict:
+    """One export in a child process, with an empty evidence cache of its own (a first export's cost), or with the
+    cache folder ``cache``."""
+    with tempfile.TemporaryDirectory(prefix="depthport-cost-cache-") as empty:
         proc = subprocess.run([sys.executable, __file__, "--child", model_id, "--targets", targets,
                                "--threads", str(threads)], capture_output=True, text=True,
-                              env={**os.environ, "DEPTHPORT_CACHE": cache})
+                              env={**os.environ, "DEPTHPORT_CACHE": cache or empty})
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -99,6 +120,8 @@ def main() -> None:
     ap.add_argument("--models", help="comma-separated ids (default: every registered id but the tiny test configs)")
     ap.add_argument("--targets", default="litert-fp32", help="the targets of each export (default: export's own)")
     ap.add_argument("--matrix", action="store_true", help=f"also DA-V2-Small with {MATRIX}")
+    ap.add_argument("--warm", action="store_true",
+                    help="export each twice with one evidence cache: a first export, then a re-export (warm cache)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--child", metavar="ID", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -121,16 +144,37 @@ def main() -> None:
     for col in ("model", "shape", "targets", "total", "peak RSS", "stages"):
         table.add_column(col)
     for model_id, targets in runs:
-        with console.status(f"exporting {model_id} ({targets})"):
-            r = measure(model_id, targets, args.threads)
-        if "error" in r:
-            table.add_row(model_id, "-", targets, "-", "-", r["error"])
-            continue
-        stages = "; ".join(f"{s['stage'].split(' at ')[0]} {s['s']:.0f} s / {s['peak_rss_mb']:.0f}" for s in r["stages"])
-        table.add_row(model_id, "x".join(map(str, r["size"])), targets, f"{r['total_s'] / 60:.1f} min",
-                      f"{r['peak_rss_mb'] / 1024:.2f} GB", stages)
-        console.print(json.dumps(r))
+        with tempfile.TemporaryDirectory(prefix="depthport-cost-warm-") as cache:
+            kinds = ("first", "warm") if args.warm else ("first",)
+            results = []
+            for kind in kinds:
+                with console.status(f"exporting {model_id} ({targets}, {kind})"):
+                    results.append(measure(model_id, targets, args.threads, cache if args.warm else None))
+        for kind, r in zip(kinds, results):
+            add_row(table, console, r, model_id if kind == "first" else f"{model_id} (re-export, warm cache)")
+        if args.warm and not any("error" in r for r in results):
+            first, warm = (evidence_s(r) for r in results)
+            console.print(f"{model_id}: evidence stages (ledger, check, verify) {first:.1f} s first, {warm:.1f} s "
+                          f"warm: {first / warm:.1f}x faster")
     console.print(table)
+
+
+EVIDENCE = ("rewrite ledger", "check", "verify")
+
+
+def evidence_s(r: dict) -> float:
+    """Seconds spent in the evidence stages of one export."""
+    return sum(s["s"] for s in r["stages"] if s["stage"] in EVIDENCE)
+
+
+def add_row(table, console, r: dict, label: str) -> None:
+    if "error" in r:
+        table.add_row(label, "-", r["targets"], "-", "-", r["error"])
+        return
+    stages = "; ".join(f"{s['stage'].split(' at ')[0]} {s['s']:.0f} s / {s['peak_rss_mb']:.0f}" for s in r["stages"])
+    table.add_row(label, "x".join(map(str, r["size"])), r["targets"], f"{r['total_s'] / 60:.1f} min",
+                  f"{r['peak_rss_mb'] / 1024:.2f} GB", stages)
+    console.print(json.dumps(r))
 
 
 if __name__ == "__main__":

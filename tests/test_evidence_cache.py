@@ -1,6 +1,6 @@
-"""The evidence cache (core.evidence_cache) across a whole export: a re-export reads the upstream outputs and the
-FP16-compute predictions from disk, and every verdict and figure is the same as with the cache off or cold; a
-corrupted prediction is recomputed, never trusted."""
+"""The evidence cache (core.evidence_cache) across a whole export: a re-export reads the upstream outputs, the
+FP16-compute predictions and the rewrite ledger from disk, and every verdict and figure is the same as with the
+cache off or cold; a corrupted prediction is recomputed, never trusted."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def _export(out, weights, images, cache_folder, monkeypatch, no_cache=False) -> 
 
     monkeypatch.setenv("DEPTHPORT_CACHE", str(cache_folder))
     opts = ExportOptions(model="da2-tiny", weights=weights, input_hw=TINY_HW, out_dir=out, targets=TARGETS,
-                         stages=StageOptions(images=str(images), skip={"ledger", "bench", "report", "card"},
+                         stages=StageOptions(images=str(images), skip={"bench", "report", "card"},
                                              no_cache=no_cache))
     return json.loads(json.dumps(run_export(opts), default=str))
 
@@ -42,6 +42,7 @@ def test_a_warm_cache_gives_every_verdict_and_figure_of_a_first_export(exports):
     runs, _ = exports
     assert runs["cold"]["artifacts"] == runs["off"]["artifacts"] == runs["warm"]["artifacts"]
     assert runs["cold"]["accuracy"] == runs["off"]["accuracy"] == runs["warm"]["accuracy"]
+    assert runs["cold"]["rewrite_ledger"] == runs["off"]["rewrite_ledger"] == runs["warm"]["rewrite_ledger"]
     fp16 = runs["warm"]["artifacts"][0]["fp16_compute"]
     assert fp16["images"] == ["astronaut.png", "chelsea.png"] and fp16["rel_l2"] > 0
 
@@ -50,10 +51,10 @@ def test_a_re_export_reads_the_upstream_outputs_and_fp16_predictions_from_disk(e
     runs, folder = exports
     assert runs["off"]["verify"]["reference_cache"] == {"used": False, "why": "off (--no-cache)"}
     cold, warm = runs["cold"]["verify"]["reference_cache"], runs["warm"]["verify"]["reference_cache"]
-    # 2 images x (FP32, float64) upstream outputs, the GPU prediction (fp16) and the xnnpack-fp16 one
-    assert cold["hits"] == 0 and cold["misses"] == 6
-    assert warm["hits"] == 6 and warm["misses"] == 0 and warm["rejected"] == 0
-    assert len(list(folder.glob("*.value"))) == 2 and len(list(folder.glob("*.npy"))) == 4
+    # the rewrite ledger, the GPU FP16 prediction, the xnnpack-fp16 one, 2 images x (FP32, float64) upstream outputs
+    assert cold["hits"] == 0 and cold["misses"] == 7
+    assert warm["hits"] == 7 and warm["misses"] == 0 and warm["rejected"] == 0
+    assert len(list(folder.glob("*.value"))) == 3 and len(list(folder.glob("*.npy"))) == 4
 
 
 def test_a_corrupted_fp16_prediction_is_recomputed(tiny_built, tmp_path):

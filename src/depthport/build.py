@@ -96,6 +96,17 @@ def build_steps(model_id: str | ModelSpec, input_hw: tuple[int, int], weights: s
     (name, the model with the rewrites up to ``name``). One float64 model is loaded and rewritten step by step;
     each step is yielded as a float32 copy (what the rewrite ledger measures, for the cost of one build)."""
     *_, model = _loaded64(model_id, input_hw, weights, pos_formula, prompt_hw=prompt_hw)
-    yield None, copy.deepcopy(model).float().eval()
+    yield None, float_copy(model)
     for name in rw.applied(model, list(rewrites)):
-        yield name, copy.deepcopy(model).float().eval()
+        yield name, float_copy(model)
+
+
+def float_copy(model: nn.Module) -> nn.Module:
+    """``copy.deepcopy(model).float()`` without the float64 copy in between: each floating-point parameter and
+    buffer is cast on its own (a Large model's float64 copy alone is 2.7 GB)."""
+    memo = {}
+    for t in (*model.parameters(), *model.buffers()):
+        if t.is_floating_point():
+            cast = t.detach().float()
+            memo[id(t)] = nn.Parameter(cast, t.requires_grad) if isinstance(t, nn.Parameter) else cast
+    return copy.deepcopy(model, memo).float().eval()

@@ -4,6 +4,7 @@ end (``outdir``). May import every stage; only the command line imports this mod
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,8 +58,8 @@ def parse_targets(text: str) -> tuple[str, ...]:
 
 
 def ledger_stage(ctx: ExportContext, report: dict) -> None:
-    """Each rewrite's effect on one built-in natural image at the export shape. The input-normalisation fold
-    changes what the input means, so it is checked by the tests, not here."""
+    """Each rewrite's effect on one built-in natural image at the export shape (kept in the evidence cache). The
+    input-normalisation fold changes what the input means, so it is checked by the tests, not here."""
     import skimage.data
     from PIL import Image
 
@@ -74,8 +75,16 @@ def ledger_stage(ctx: ExportContext, report: dict) -> None:
 
         x = (x, prompt_input(builtin_prompt("chelsea", b.prompt_hw)[0], b.prompt_hw, "chelsea"))
     names = [n for n in b.rewrites if n != "fold_input_normalization"]
-    report["rewrite_ledger"] = measure(
-        build_steps(b.spec, b.input_hw, b.weights, names, pos_formula=b.pos_formula, prompt_hw=b.prompt_hw), x)
+    cache = ctx.cache
+    key = (cache.key("rewrite-ledger", *ctx.cache_id, names, b.pos_formula, arrays=x if b.prompt_hw else (x,))
+           if cache is not None else None)
+    ledger = cache.get_value(key) if key else None
+    if ledger is None:
+        ledger = json.loads(json.dumps(measure(build_steps(b.spec, b.input_hw, b.weights, names,
+                                                           pos_formula=b.pos_formula, prompt_hw=b.prompt_hw), x)))
+        if key:
+            cache.put_value(key, ledger)
+    report["rewrite_ledger"] = ledger
 
 
 def export_stage(ctx: ExportContext, report: dict) -> None:

@@ -17,11 +17,11 @@ def measure(steps, x) -> list[dict]:
     prompt)."""
     x = tuple(torch.as_tensor(a) for a in (x if isinstance(x, tuple) else (x,)))
     steps = iter(steps)
-    _, model = next(steps)
-    base = model(*x)
+    base = next(steps)[1](*x)
     previous, ledger = base, []
     for name, model in steps:
         out = model(*x)
+        del model  # one copy of the model at a time: the next step's is made while this name is still bound
         ledger.append({
             "rewrite": name,
             "exact": REWRITES[name].exact,
