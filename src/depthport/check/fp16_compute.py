@@ -41,18 +41,25 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
     x = [torch.from_numpy(to_tensor(img, input_hw, normalize=normalize)) for _, img in images]
     if prompts:
         x = [(image, torch.from_numpy(prompts[name])) for image, (name, _) in zip(x, images)]
-    key = None
+    key = entry = None
     if cache is not None and cache_id:
         arrays = [a.numpy() for item in x for a in (item if isinstance(item, tuple) else (item,))]
         key = cache.key("fp16-prediction", *cache_id, accumulate, target if accumulate == "xnnpack" else "",
                         unit, [name for name, _ in images], arrays=arrays)
-        found = cache.get_value(key)
-        if found is not None:
-            return {**found, **({"subset": subset} if subset else {})}
+        entry = cache.get_value(key)
+    if entry is None:
+        entry = _prediction(model, x, [name for name, _ in images], accumulate, unit, on_image, target)
+        if key is not None:
+            cache.put_value(key, entry)
+    return {**entry, **({"subset": subset} if subset else {})}
+
+
+def _prediction(model, x: list, names: list[str], accumulate: str, unit: str, on_image, target: str) -> dict:
+    """``predict_fp16``'s entry, computed, as report.json keeps it (plain JSON values)."""
     if accumulate == "xnnpack":  # XNNPACK's kernels run the xnnpack-fp16 file's form
         model = xnnpack_fp16_form(model, target=target)
     entry = simulate_fp16(model, x, accumulate=accumulate, on_input=on_image).as_entry()
-    entry["images"] = [name for name, _ in images]
+    entry["images"] = names
     if unit:
         entry.update(unit=unit, tolerance_m=METRIC_TOLERANCE_M)
         if not entry["mean_abs_worst"] <= METRIC_TOLERANCE_M:
@@ -66,10 +73,7 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
         else:
             after = simulate_fp16(fixed, x, accumulate=accumulate).as_entry()
             entry["with_fp16_safe_norm"] = {k: after[k] for k in SUMMARY_KEYS}
-    entry = json.loads(json.dumps(entry, default=str))  # as report.json keeps it, cached or not
-    if key is not None:
-        cache.put_value(key, entry)
-    return {**entry, **({"subset": subset} if subset else {})}
+    return json.loads(json.dumps(entry, default=str))
 
 
 def xnnpack_fp16_form(model: torch.nn.Module, split_k: int | None = None,

@@ -55,6 +55,7 @@ class References:
     cache_id: tuple = ()  # (model id, weights digest): with the label and the input, the cache key
     prompts: dict | None = None
     fp64_count: int | None = None  # the float64 reference runs on the first this-many images (the evidence budget)
+    eager_id: tuple = ()  # what the eager model is beyond cache_id (its rewrites...): its outputs are cached too
     _inputs: dict = field(default_factory=dict)
     _outputs: dict = field(default_factory=dict)
 
@@ -98,8 +99,9 @@ class References:
                 raise ValueError(f"no {which} model")
             normalized = which != "eager" or self.eager_normalized
             x, extra = self.input(name, normalized), self.extra(name)
-            entry = (self.cache.key(*self.cache_id, self.label, which, arrays=(x, *extra))
-                     if self.cache is not None and self.cache_id and which != "eager" else None)
+            what = (self.label,) if which != "eager" else ("depthport-eager", *self.eager_id) if self.eager_id else None
+            entry = (self.cache.key(*self.cache_id, *what, which, arrays=(x, *extra))
+                     if self.cache is not None and self.cache_id and what else None)
             out = self.cache.get(entry) if entry else None
             if out is None:
                 out = depth_of(runner, x, self.input_hw, which, *extra)

@@ -33,12 +33,13 @@ def reference_label(model, weights) -> str:
 
 def make_references(spec, weights, input_hw, eager_model, eager_normalized: bool, images, threads: int,
                     fp64: bool = False, cache: bool | EvidenceCache = True, prompts: dict | None = None,
-                    cache_id: tuple | None = None, fp64_count: int | None = None) -> References:
+                    cache_id: tuple | None = None, fp64_count: int | None = None, eager_id: tuple = ()) -> References:
     """The upstream model with ``weights`` (also in float64 with ``fp64``) and depthport's ``eager_model``
     (may be None) over ``images`` (with their ``prompts``, for a prompted model); the upstream outputs kept in
     the on-disk evidence cache (``cache``: True for the default one, or the cache to use) unless ``cache`` is
     False. ``cache_id``: (model id, weights digest) when the caller has it already. ``fp64_count``: the float64
-    reference runs on the first this-many images (the evidence budget), all by default."""
+    reference runs on the first this-many images (the evidence budget), all by default. ``eager_id`` (what
+    ``eager_model`` is beyond the weights: its rewrites and position formula) keeps its outputs in the cache too."""
     from ..reference import reference_model
 
     hw = tuple(input_hw)
@@ -53,7 +54,7 @@ def make_references(spec, weights, input_hw, eager_model, eager_normalized: bool
                       reference_label(reference, weights), ref64, spec,
                       cache=(EvidenceCache() if cache is True else cache) or None,
                       cache_id=(cache_id or (spec.id, weights_digest(weights.state))) if cache else (), prompts=prompts,
-                      fp64_count=fp64_count)
+                      fp64_count=fp64_count, eager_id=eager_id if eager_model is not None else ())
 
 
 @functools.lru_cache(maxsize=1)
@@ -143,7 +144,8 @@ def apply(ctx, report: dict) -> None:
     try:
         refs = make_references(built.spec, built.weights, built.input_hw, built.model, normalized, images, threads,
                                fp64=needs_fp64(ctx, report), cache=ctx.cache or False, prompts=prompts,
-                               cache_id=ctx.cache_id, fp64_count=budget.count)
+                               cache_id=ctx.cache_id, fp64_count=budget.count,
+                               eager_id=(tuple(built.rewrites), built.pos_formula, built.prompt_hw))
     except ModuleNotFoundError as exc:
         reason = (f"the upstream reference needs the Python package {exc.name!r}, which is not installed "
                   "(`make venv` installs it)")
