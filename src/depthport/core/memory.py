@@ -6,6 +6,12 @@ import ctypes
 import ctypes.util
 import functools
 import gc
+import os
+from pathlib import Path
+
+# Below this resident set there is nothing worth the cost (a full garbage collection takes 0.1-0.5 s in a process
+# that has converted a model): small models' exports stay far below any memory budget.
+WORTH_BYTES = 3 << 30
 
 
 @functools.lru_cache(maxsize=1)
@@ -18,9 +24,21 @@ def _malloc_trim():
         return None
 
 
-def give_back() -> None:
-    """Collect unreachable objects and return the C heap's free pages to the system: a model freed by Python stays
-    in the process's resident set otherwise, and the next stage's peak adds to it."""
+def resident_bytes() -> int | None:
+    """This process's resident set now (Linux), or None where it cannot be read."""
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def give_back(worth: int = WORTH_BYTES) -> None:
+    """Collect unreachable objects and return the C heap's free pages to the system, when the process holds more
+    than ``worth`` bytes: a model freed by Python stays in the resident set otherwise, and the next stage's peak
+    adds to it."""
+    rss = resident_bytes()
+    if rss is not None and rss < worth:
+        return
     gc.collect()
     trim = _malloc_trim()
     if trim is not None:
