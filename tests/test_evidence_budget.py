@@ -63,6 +63,13 @@ def test_a_subset_is_labelled_in_the_report_the_verdicts_the_card_and_the_consol
     assert line in (out / "README.md").read_text()
     assert line in " ".join(capsys.readouterr().out.split())
 
+    assert main(["verify", str(out / art["file"]), "--images", str(images), "--evidence-images", "1",
+                 "--out", str(tmp_path / "v")]) == 0
+    again = json.loads((tmp_path / "v" / "report.json").read_text())
+    assert again["verify"]["evidence_budget"]["line"] == line
+    assert again["artifacts"][0]["parity"]["fp64_images"] == "float64 reference on 1 of 2 images"
+    assert line in " ".join(capsys.readouterr().out.split())
+
 
 def test_evidence_images_must_be_all_or_a_positive_count(capsys):
     from depthport.cli import main

@@ -213,4 +213,7 @@ def print_summary(report: dict, out: Path) -> None:
         check = a.get("checks", {}).get("fp16_arithmetic")
         if check is not None:
             console.print(f"{Path(a['file']).name} on FP16 arithmetic: {Verdict.from_dict(check).text()}")
+    subset = (report.get("verify") or {}).get("evidence_budget", {}).get("line")
+    if subset:
+        console.print(f"[yellow]{subset}[/]")
     console.print(f"wrote {out / 'report.json'} and {out / 'report.html'}")
