@@ -42,28 +42,38 @@ def status_console():
     return Console(file=stream, width=None if stream.isatty() else 160)
 
 
-def thread_count(text: str) -> int:
-    """``--threads``: a whole number of CPU threads, at least 1 (an argparse ``type=``)."""
+def _count(text: str, noun: str, alternative: str = "") -> int:
+    """A whole number of ``noun``s, at least 1, for an argparse ``type=`` (``alternative``: "'all' or ")."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of threads >= 1, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected {alternative}a whole number of {noun}s >= 1, got {text!r}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 thread, got {value}")
+        raise argparse.ArgumentTypeError(f"must be {alternative}at least 1 {noun}, got {value}")
     return value
+
+
+def thread_count(text: str) -> int:
+    """``--threads``: a whole number of CPU threads, at least 1 (an argparse ``type=``)."""
+    return _count(text, "thread")
 
 
 def evidence_images(text: str) -> int:
     """``--evidence-images``: 'all' (0) or a whole number of images, at least 1 (an argparse ``type=``)."""
-    if text.strip().lower() == "all":
-        return 0
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected 'all' or a whole number of images >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 'all' or at least 1 image, got {value}")
-    return value
+    return 0 if text.strip().lower() == "all" else _count(text, "image", "'all' or ")
+
+
+def add_evidence_args(parser) -> None:
+    """--no-cache and --evidence-images, shared by export and verify."""
+    parser.add_argument("--no-cache", action="store_true",
+                        help="compute the upstream reference's outputs and the FP16 predictions afresh instead of "
+                             "reusing (and keeping) them in the evidence cache ($DEPTHPORT_CACHE, default "
+                             "~/.cache/depthport/references)")
+    parser.add_argument("--evidence-images", type=evidence_images, metavar="N|all",
+                        help="verification images the float64 reference and the FP16-compute prediction run on "
+                             "(default: as many as the evidence budget allows: every image up to Base models, 2 of 6 "
+                             "for Large ones)")
 
 
 def add_threads(parser, help_text: str = "CPU threads") -> None:

@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .common import add_threads, console, evidence_images, export_size, status_console
+from .common import add_evidence_args, add_threads, console, export_size, status_console
 
 
 def add_parser(subparsers):
@@ -38,13 +38,7 @@ def add_parser(subparsers):
     p.add_argument("--skip", default="", help="comma-separated stages to skip: ledger, verify, bench, report, card")
     p.add_argument("--gate", action="append", default=[], metavar="PRECISION.METRIC=VALUE",
                    help="override a parity gate, e.g. fp32.pearson=0.9999 or int8.delta125=0.99 (repeatable)")
-    p.add_argument("--no-cache", action="store_true",
-                   help="compute the upstream reference's outputs and the FP16 predictions afresh instead of reusing "
-                        "(and keeping) them in the evidence cache ($DEPTHPORT_CACHE, default "
-                        "~/.cache/depthport/references)")
-    p.add_argument("--evidence-images", type=evidence_images, metavar="N|all",
-                   help="verification images the float64 reference and the FP16-compute prediction run on (default: "
-                        "as many as the evidence budget allows: every image up to Base models, 2 of 6 for Large ones)")
+    add_evidence_args(p)
     p.add_argument("--no-fp64", action="store_true",
                    help="skip the float64 reference (FP32 files are then unverified: their gate compares the file's "
                         "error against float64 with upstream FP32's own)")

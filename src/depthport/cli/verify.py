@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import InputError, MissingDependency
 from . import verify_web
-from .common import check_prompt_input, evidence_images, thread_count
+from .common import add_evidence_args, check_prompt_input, thread_count
 
 MODEL_SUFFIXES = (".tflite", ".pte", ".onnx")
 
@@ -27,13 +27,7 @@ def add_parser(subparsers):
     p.add_argument("--threads", type=thread_count, default=2, help="CPU threads (at least 1)")
     p.add_argument("--out", help="folder for report.json and report.html (default: verify-STEM beside FILE)")
     p.add_argument("--no-eager", action="store_true", help="skip the comparison with depthport's own eager model")
-    p.add_argument("--no-cache", action="store_true",
-                   help="compute the upstream reference's outputs and the FP16 predictions afresh instead of reusing "
-                        "(and keeping) them in the evidence cache ($DEPTHPORT_CACHE, default "
-                        "~/.cache/depthport/references)")
-    p.add_argument("--evidence-images", type=evidence_images, metavar="N|all",
-                   help="images the float64 reference and the FP16-compute prediction run on (default: the evidence "
-                        "budget's count)")
+    add_evidence_args(p)
     p.add_argument("--no-fp64", action="store_true",
                    help="skip the upstream model in float64 (used by default for FP32 files, whose gate compares their "
                         "error against float64 with upstream FP32's own; without it they are unverified)")

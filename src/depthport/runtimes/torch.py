@@ -33,7 +33,8 @@ class TorchRunner:
 
     def __init__(self, model: nn.Module | None, input_hw: tuple[int, int], threads: int | None = None,
                  runtime: str = "torch-eager", dtype: torch.dtype = torch.float32,
-                 extra_shapes: tuple[tuple[int, ...], ...] | None = None, rebuild: Callable[[], nn.Module] | None = None):
+                 extra_shapes: tuple[tuple[int, ...], ...] | None = None,
+                 rebuild: Callable[[], nn.Module] | None = None):
         self.threads, self.runtime, self.dtype, self.rebuild = threads, runtime, dtype, rebuild
         self._model = model.eval().to(dtype) if model is not None else None
         self.input_shape = (1, 3, *input_hw)
