@@ -56,23 +56,26 @@ class StageCost:
     @contextlib.contextmanager
     def stage(self, name: str):
         self._peak, start = rss_kb(), time.perf_counter()
+        first = self._peak
         self._steps = {}
         try:
             yield
         finally:
             self._end_step()
             self._peak = max(self._peak, rss_kb())
-            self.rows.append({"stage": name, "s": time.perf_counter() - start, "peak_rss_mb": self._peak / 1024,
-                              "steps": list(self._steps.values())})
+            self.rows.append({"stage": name, "s": time.perf_counter() - start, "start_rss_mb": first / 1024,
+                              "peak_rss_mb": self._peak / 1024, "steps": list(self._steps.values())})
 
     def detail(self, text: str, done: int | None = None, total: int | None = None) -> None:
         self._end_step()
         self._step, self._step_peak = (re.sub(r"\d+/\d+|\(\d+/\d+\)", "n/N", text), time.perf_counter()), rss_kb()
+        self._step_start = self._step_peak
 
     def _end_step(self) -> None:
         if self._step is not None:
             name, start = self._step
-            row = self._steps.setdefault(name, {"step": name, "s": 0.0, "peak_rss_mb": 0.0})
+            row = self._steps.setdefault(name, {"step": name, "s": 0.0, "start_rss_mb": self._step_start / 1024,
+                                                "peak_rss_mb": 0.0})
             row["s"] += time.perf_counter() - start
             row["peak_rss_mb"] = max(row["peak_rss_mb"], max(self._step_peak, rss_kb()) / 1024)
             self._step = None
@@ -98,7 +101,7 @@ def child(model_id: str, targets: str, threads: int) -> None:
     print(json.dumps({"model": model_id, "size": list(spec.default_hw), "targets": targets,
                       "total_s": time.perf_counter() - start, "peak_rss_mb": rss_kb("VmHWM") / 1024,
                       "stages": cost.rows, "status": [[a.get("status"), a.get("status_reason")] for a in report["artifacts"]],
-                      "evidence": ((report.get("verify") or {}).get("evidence_budget") or {}).get("line", "every image")}))
+                      "evidence": (report.get("evidence_budget") or {}).get("line", "every image")}))
 
 
 def measure(model_id: str, targets: str, threads: int, cache: str | None = None) -> dict:

@@ -8,14 +8,15 @@ import json
 import pytest
 from helpers import TINY_HW
 
-from depthport.core.evidence_budget import BUDGET, evidence_budget
+from depthport.core import evidence_budget as budget_module
+from depthport.core.evidence_budget import BUDGET, LEDGER_BUDGET, PATCH, evidence_budget
 
 
 @pytest.mark.parametrize("params, hw, want", [
     (24.8e6, (518, 686), 6),  # da2-small: every image
     (97.5e6, (518, 686), 6),  # da2-base: every image
     (335.3e6, (518, 686), 2),  # da2-large
-    (334.1e6, (896, 504), 2),  # da3-metric-large
+    (334.1e6, (896, 504), 1),  # da3-metric-large
     (340.0e6, (756, 1008), 1),  # prompt-da-large
 ])
 def test_the_budget_keeps_every_image_up_to_base_models_and_fewer_for_large_ones(params, hw, want):
@@ -53,7 +54,7 @@ def test_a_subset_is_labelled_in_the_report_the_verdicts_the_card_and_the_consol
     assert code == 0
     report = json.loads((out / "report.json").read_text())
     line = "float64 reference and FP16-compute prediction on 1 of 2 images (--evidence-images)"
-    assert report["verify"]["evidence_budget"]["line"] == line
+    assert report["evidence_budget"]["line"] == line
     [art] = report["artifacts"]
     assert art["parity"]["images"] == 2 and art["parity"]["vs_reference_fp64"]["images"] == 1
     assert art["parity"]["fp64_images"] == "float64 reference on 1 of 2 images"
@@ -66,8 +67,48 @@ def test_a_subset_is_labelled_in_the_report_the_verdicts_the_card_and_the_consol
     assert main(["verify", str(out / art["file"]), "--images", str(images), "--evidence-images", "1",
                  "--out", str(tmp_path / "v")]) == 0
     again = json.loads((tmp_path / "v" / "report.json").read_text())
-    assert again["verify"]["evidence_budget"]["line"] == line
+    assert again["evidence_budget"]["line"] == line
     assert again["artifacts"][0]["parity"]["fp64_images"] == "float64 reference on 1 of 2 images"
+    assert line in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("params, hw, passes, scaled", [
+    (24.8e6, (518, 686), 10, False),  # da2-small
+    (97.5e6, (504, 896), 10, False),  # da3-base: the ledger at the export shape
+    (334.1e6, (896, 504), 10, True),  # da3-metric-large
+    (335.3e6, (518, 686), 10, True),  # da2-large
+])
+def test_the_ledger_runs_at_a_smaller_shape_only_when_its_passes_exceed_the_budget(params, hw, passes, scaled):
+    budget = evidence_budget(params, hw, 6, ledger_passes=passes)
+    lh, lw = budget.ledger_hw
+    if not scaled:
+        assert (lh, lw) == hw and budget.ledger == "" and "rewrite ledger" not in budget.line
+        return
+    assert lh < hw[0] and lw < hw[1] and lh % (2 * PATCH) == 0 and lw % (2 * PATCH) == 0
+    assert passes * params * (lh // PATCH) * (lw // PATCH) <= LEDGER_BUDGET
+    assert abs(lh / lw - hw[0] / hw[1]) < 0.1  # the aspect kept
+    assert budget.line.endswith(f"rewrite ledger at {lh}x{lw} instead of {hw[0]}x{hw[1]} (evidence budget)")
+    assert budget.as_entry()["ledger_hw"] == [lh, lw]
+    assert evidence_budget(params, hw, 6, requested=0, ledger_passes=passes).ledger_hw == hw  # all: in full
+
+
+def test_a_scaled_down_ledger_is_said_in_the_report_the_card_and_the_console(tmp_path, monkeypatch, capsys):
+    """The tiny model's ledger with the budget lowered so that it does not fit: the path a Large model takes."""
+    from depthport.cli import main
+
+    monkeypatch.setattr(budget_module, "LEDGER_BUDGET", 1.0)
+    out = tmp_path / "out"
+    assert main(["export", "da2-tiny", "--weights", "random", "--size", f"{TINY_HW[0]}x{TINY_HW[1]}", "--targets",
+                 "litert-fp32", "--skip", "verify,bench", "--out", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    shape = f"{2 * PATCH}x{2 * PATCH}"
+    assert report["rewrite_ledger_hw"] == [2 * PATCH, 2 * PATCH]
+    assert len(report["rewrite_ledger"]) > 3
+    assert all(e["rel_l2_step"] < 1e-5 for e in report["rewrite_ledger"] if e["exact"])
+    line = f"rewrite ledger at {shape} instead of {TINY_HW[0]}x{TINY_HW[1]} (evidence budget)"
+    assert report["evidence_budget"]["line"] == line
+    card = " ".join((out / "README.md").read_text().split())
+    assert f"one natural image at {shape}, the export shape ({TINY_HW[0]}x{TINY_HW[1]}) scaled down" in card
     assert line in " ".join(capsys.readouterr().out.split())
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from helpers import TINY_HW
 
@@ -51,10 +52,37 @@ def test_a_re_export_reads_the_upstream_outputs_and_fp16_predictions_from_disk(e
     runs, folder = exports
     assert runs["off"]["verify"]["reference_cache"] == {"used": False, "why": "off (--no-cache)"}
     cold, warm = runs["cold"]["verify"]["reference_cache"], runs["warm"]["verify"]["reference_cache"]
-    # the rewrite ledger, the GPU FP16 prediction, the xnnpack-fp16 one; 2 images x (upstream FP32, float64, eager)
-    assert cold["hits"] == 0 and cold["misses"] == 9
+    # the rewrite ledger, the GPU FP16 prediction, the xnnpack-fp16 one; 2 images x (upstream FP32, float64, eager).
+    # A first export looks up no eager output: the GPU FP16 prediction's FP32 runs are those, and are kept.
+    assert cold["hits"] == 0 and cold["misses"] == 7
     assert warm["hits"] == 9 and warm["misses"] == 0 and warm["rejected"] == 0
     assert len(list(folder.glob("*.value"))) == 3 and len(list(folder.glob("*.npy"))) == 6
+
+
+def test_the_fp16_predictions_fp32_runs_are_the_eager_outputs_verify_would_compute(tiny_built):
+    """The FP32 run inside the FP16-compute prediction is depthport's model run eagerly: verify takes those outputs
+    (``References.seed_eager``) instead of running the model again, and they are the ones it would compute."""
+    from depthport.check.fp16_compute import predict_fp16
+    from depthport.core.images import builtin_image
+    from depthport.runtimes.torch import torch_threads
+    from depthport.verify.stage import make_references
+
+    images = [(name, builtin_image(name)) for name in ("chelsea", "astronaut")]
+    kept = {}
+    with torch_threads(2):
+        predict_fp16(tiny_built.model, TINY_HW, images=images, fp32_outputs=kept)
+    assert sorted(kept) == sorted(name for name, _ in images)
+    fresh = make_references(tiny_built.spec, tiny_built.weights, TINY_HW, tiny_built.model, True, images, 2,
+                            cache=False)
+    seeded = make_references(tiny_built.spec, tiny_built.weights, TINY_HW, tiny_built.model, True, images, 2,
+                             cache=False)
+    seeded.seed_eager(kept)
+    for name, _ in images:
+        assert ("eager", name) in seeded._outputs
+        assert np.array_equal(seeded.output("eager", name), fresh.output("eager", name))
+    xnnpack = {}
+    predict_fp16(tiny_built.model, TINY_HW, images=images[:1], accumulate="xnnpack", fp32_outputs=xnnpack)
+    assert xnnpack == {}  # another form of the model: not an eager run
 
 
 def test_a_corrupted_fp16_prediction_is_recomputed(tiny_built, tmp_path):

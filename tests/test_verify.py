@@ -288,15 +288,22 @@ def test_verify_stage_counts_its_work_for_the_time_left(tiny, tmp_path):
         def detail(self, text, done=None, total=None):
             self.calls.append((text, done, total))
 
-    ctx, report = _export_ctx(tiny, tmp_path / "out")
+    ctx, report = _export_ctx(tiny, tmp_path / "out", no_cache=True)
     ctx.progress = Recorder()
     step.apply(ctx, report)
     counted = [(text, done, total) for text, done, total in ctx.progress.calls if total]
     k = len(BUILTIN)
-    assert ("upstream reference in FP32 and float64: 12/12", 2 * k, 2 * k) in counted
-    assert [(d, t) for text, d, t in counted if "images" in text and ":" in text] == [
+    upstream = [c for c in counted if c[0].startswith("upstream reference")]
+    text, done, total = upstream[-1]  # counted in layers: the upstream model's blocks and DPT stages, per image
+    assert text == "upstream reference in FP32 and float64: 12/12" and done == total and total % (2 * k) == 0
+    assert total > 2 * k
+    assert any("upstream reference in FP32 and float64: 2/12 (FP32), layers 1/" in c[0] for c in upstream)
+    assert any("12/12 (float64), layers" in text for text, _, _ in upstream)
+    assert [d for _, d, _ in upstream] == sorted(d for _, d, _ in upstream)  # never counted back: the time left holds
+    files = [c for c in counted if not c[0].startswith("upstream reference")]
+    assert [(d, t) for text, d, t in files if "images" in text and ":" in text] == [
         (j, 2 * k) for j in range(1, 2 * k + 1)]
-    assert "a_fp32.tflite (1/2): images 1/6" in counted[2 * k + 2][0]
+    assert "a_fp32.tflite (1/2): images 1/6" in files[1][0]
     assert time_left(20.0, 1, 4) == "about 60 s left" and time_left(60.0, 1, 4) == "about 3 min left"
     assert time_left(5.0, 0, 4) == "" and time_left(5.0, 4, 4) == ""
 

@@ -119,6 +119,30 @@ def test_random_weights_are_seeded(tiny_spec):
     assert a.random and all(torch.equal(a.state[k], b.state[k]) for k in a.state)
 
 
+def test_released_weights_wait_on_disk_and_come_back_equal(tiny_spec):
+    import gc
+    import os
+
+    from depthport.build import build, resolve_weights
+
+    weights = resolve_weights(tiny_spec, "random")
+    kept = {k: v.clone() for k, v in weights.state.items()}
+    assert not weights.release()  # a tiny model's weights stay in memory (below RELEASE_BYTES)
+    assert weights._state is not None
+    assert weights.release(min_bytes=0)
+    assert weights._state is None and os.path.getsize(weights._spill) > 0
+    spill = weights._spill
+    assert all(torch.equal(weights.state[k], kept[k]) for k in kept)  # read back on use
+    assert weights.release(min_bytes=0) and weights._spill == spill  # written once
+    a, b = build(tiny_spec, TINY_HW, weights), build(tiny_spec, TINY_HW, "random")
+    x = image_batch(TINY_HW)
+    with torch.no_grad():
+        assert torch.equal(a.model(x), b.model(x))
+    del weights, a
+    gc.collect()
+    assert not os.path.exists(spill)  # the temporary file goes with the weights
+
+
 # ------------------------------------------------------------------------------------------------------ fine-tunes
 def test_official_layout_in_safetensors_loads_as_official(tiny_spec, tiny_weights, official_pth, tmp_path):
     """Distill-Any-Depth publishes the official Depth-Anything-V2 key layout as .safetensors: the keys, not the

@@ -58,33 +58,38 @@ def parse_targets(text: str) -> tuple[str, ...]:
 
 
 def ledger_stage(ctx: ExportContext, report: dict) -> None:
-    """Each rewrite's effect on one built-in natural image at the export shape (kept in the evidence cache). The
-    input-normalisation fold changes what the input means, so it is checked by the tests, not here."""
+    """Each rewrite's effect on one built-in natural image (kept in the evidence cache), at the export shape or, for
+    a model too large for the evidence budget, a smaller one (``core.evidence_budget``)."""
     import skimage.data
     from PIL import Image
 
     from .preprocess import to_tensor
-    from .rewrites.ledger import measure
+    from .rewrites.ledger import ledger_rewrites, measure
 
     if ctx.options.skips("ledger"):
         return
     b = ctx.built
-    x = to_tensor(Image.fromarray(skimage.data.chelsea()), b.input_hw)
+    hw = ctx.evidence_budget.ledger_hw
+    x = to_tensor(Image.fromarray(skimage.data.chelsea()), hw)
     if b.prompt_hw:
         from .core.prompts import builtin_prompt, prompt_input
 
         x = (x, prompt_input(builtin_prompt("chelsea", b.prompt_hw)[0], b.prompt_hw, "chelsea"))
-    names = [n for n in b.rewrites if n != "fold_input_normalization"]
+    names = ledger_rewrites(b.rewrites)
     cache = ctx.cache
     key = (cache.key("rewrite-ledger", *ctx.cache_id, names, b.pos_formula, arrays=x if b.prompt_hw else (x,))
            if cache is not None else None)
     ledger = cache.get_value(key) if key else None
     if ledger is None:
-        ledger = json.loads(json.dumps(measure(build_steps(b.spec, b.input_hw, b.weights, names,
-                                                           pos_formula=b.pos_formula, prompt_hw=b.prompt_hw), x)))
+        passes = len(names) + 1
+        at = f" at {hw[0]}x{hw[1]}" if tuple(hw) != tuple(b.input_hw) else ""
+        steps = build_steps(b.spec, hw, b.weights, names, pos_formula=b.pos_formula, prompt_hw=b.prompt_hw)
+        ledger = json.loads(json.dumps(measure(
+            steps, x, lambda done, name: ctx.detail(f"pass {done}/{passes}{at}: {name}", done, passes))))
         if key:
             cache.put_value(key, ledger)
     report["rewrite_ledger"] = ledger
+    report["rewrite_ledger_hw"] = list(hw)
 
 
 def export_stage(ctx: ExportContext, report: dict) -> None:
@@ -136,10 +141,12 @@ def run_export(opts: ExportOptions, progress=None) -> dict:
     with staged(opts.out_dir) as folder:
         ctx = ExportContext(built, folder, spec.id.replace("-", "_"), options=opts.stages, progress=progress)
         report = new_report(opts, spec, built)
+        report["evidence_budget"] = ctx.evidence_budget.as_entry()
         for stage in STAGES:  # a stage skipped on request records that itself (verify: every file unverified)
             skipped = ctx.options.skips(stage.name.split()[-1])
             with progress.stage(stage.name + (" (skipped on request)" if skipped else "")):
                 stage.run(ctx, report)
+                built.weights.release()  # a Large model's weights wait on disk until a stage needs them
                 give_back()
         report["written_files"] = written(folder) + ["report.json"]
         write_text(folder / "report.json", dumps(report))

@@ -20,18 +20,20 @@ METRIC_TOLERANCE_M = 0.05
 
 
 def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: bool = True,
-                 accumulate: str = "fp16", images: list | None = None, unit: str = "", on_image=None,
+                 accumulate: str = "fp16", images: list | None = None, unit: str = "", on_layer=None,
                  target: str = "xnnpack-fp16", prompts: dict | None = None, cache=None, cache_id: tuple = (),
-                 subset: str = "") -> dict:
+                 subset: str = "", fp32_outputs: dict | None = None) -> dict:
     """FP16-compute prediction over ``images`` ([(name, PIL image)], default the built-in chelsea); when it
     says FP32 must be enforced, also the prediction with the ``fp16_safe_norm`` rewrite applied ("xnnpack":
     of the ``xnnpack-fp16`` target's form, ``xnnpack_fp16_form``, which pre-scales its norms). With a ``unit``
     (a metric output: "m", or "m at focal 300 px"), FP16 is also judged by its mean error in that unit. ``target``
     names the fp16 .pte target whose form "xnnpack" simulates. ``prompts`` ({image name: (1, 1, h, w)}) feed a
-    prompted model. ``on_image(done, total)`` follows the images (``simulate_fp16``'s ``on_input``). With a
+    prompted model. ``on_layer(done, total)`` follows the layers of every run (``simulate_fp16``'s). With a
     ``cache`` (``core.evidence_cache.EvidenceCache``) and ``cache_id`` (what identifies ``model``: its id, weights
     digest and rewrites), the prediction is read from the cache when it holds it, else computed and kept there.
-    ``subset`` ('FP16-compute prediction on 2 of 6 images (evidence budget)') says that ``images`` are a subset."""
+    ``subset`` ('FP16-compute prediction on 2 of 6 images (evidence budget)') says that ``images`` are a subset.
+    ``fp32_outputs`` (a dict; not for "xnnpack", which runs another form of the model) receives ``model``'s own FP32
+    output (H, W) per image name when the prediction is computed: the same run as an eager one, kept for verify."""
     import skimage.data
     from PIL import Image
 
@@ -48,17 +50,25 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
                         unit, [name for name, _ in images], arrays=arrays)
         entry = cache.get_value(key)
     if entry is None:
-        entry = _prediction(model, x, [name for name, _ in images], accumulate, unit, on_image, target)
+        keep = [] if fp32_outputs is not None and accumulate != "xnnpack" else None
+        entry = _prediction(model, x, [name for name, _ in images], accumulate, unit, on_layer, target, keep)
+        for (name, _), out in zip(images, keep or []):
+            fp32_outputs[name] = out.reshape(input_hw)
         if key is not None:
             cache.put_value(key, entry)
     return {**entry, **({"subset": subset} if subset else {})}
 
 
-def _prediction(model, x: list, names: list[str], accumulate: str, unit: str, on_image, target: str) -> dict:
-    """``predict_fp16``'s entry, computed, as report.json keeps it (plain JSON values)."""
+def _prediction(model, x: list, names: list[str], accumulate: str, unit: str, on_layer, target: str,
+                keep: list | None = None) -> dict:
+    """``predict_fp16``'s entry, computed, as report.json keeps it (plain JSON values); the FP32 outputs appended to
+    ``keep``."""
     if accumulate == "xnnpack":  # XNNPACK's kernels run the xnnpack-fp16 file's form
         model = xnnpack_fp16_form(model, target=target)
-    entry = simulate_fp16(model, x, accumulate=accumulate, on_input=on_image).as_entry()
+    prediction = simulate_fp16(model, x, accumulate=accumulate, on_layer=on_layer)
+    if keep is not None:
+        keep += prediction.fp32_outputs
+    entry = prediction.as_entry()
     entry["images"] = names
     if unit:
         entry.update(unit=unit, tolerance_m=METRIC_TOLERANCE_M)

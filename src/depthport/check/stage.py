@@ -4,6 +4,7 @@ each .pte the delegation coverage. The GPU verdict is required for the GPU targe
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from ..atomic import write_bytes
@@ -14,6 +15,7 @@ from ..export.small import small_export
 from ..export.targets import FP16_PTE_TARGETS, GPU_TARGETS
 from .delegation import delegation_verdict
 from .fp16_compute import SUMMARY_KEYS, fp16_arithmetic_entry, fp16_verdict, predict_fp16
+from ..runtimes.torch import torch_threads
 from .gpu_runtime import empty_runtime
 from .verdict import NOT_REQUESTED, check_tflite, gpu_decision, runtime_verdict
 
@@ -67,6 +69,13 @@ def gpu_runtime(ctx: ExportContext, path: Path, variant: Variant | None) -> dict
     return check_tflite(path, run_gpu=True, numeric_file=numeric, rel_l2_tol=tol)["runtime"]
 
 
+def _layer_detail(ctx: ExportContext, what: str, images: int, done: int, total: int) -> None:
+    """'FP16-compute prediction (...): image 1/2, 40/62 layer passes' (an FP32 and an FP16 run an image)."""
+    per = max(1, total // images)
+    ctx.detail(f"{what}: image {min(images, (done - 1) // per + 1)}/{images}, {done % per or per}/{per} layer passes",
+               done, total)
+
+
 def fp16_prediction(ctx: ExportContext, accumulate: str | None = None,
                     target: str = "xnnpack-fp16") -> dict | None:
     """The FP16-compute prediction of this export's model over the verification images, computed once per
@@ -82,12 +91,13 @@ def fp16_prediction(ctx: ExportContext, accumulate: str | None = None,
         _, images, prompts, _ = ctx.verification_set()
         budget = ctx.evidence_budget
         images = images[:budget.count]
-        ctx.fp16_predictions[key] = predict_fp16(
-            ctx.built.model, ctx.built.input_hw, normalize="fold_input_normalization" not in ctx.built.rewrites,
-            accumulate=mode, images=images, unit=ctx.built.spec.units()["label"] or "",
-            on_image=lambda done, total: ctx.detail(f"{what}: images {done}/{total}", done, total), target=target,
-            prompts=prompts, cache=ctx.cache, cache_id=(*ctx.cache_id, ctx.built.rewrites, ctx.built.pos_formula),
-            subset=budget.of("FP16-compute prediction"))
+        with torch_threads(ctx.options.threads):  # as verify runs the same model: its FP32 runs are eager runs
+            ctx.fp16_predictions[key] = predict_fp16(
+                ctx.built.model, ctx.built.input_hw, normalize="fold_input_normalization" not in ctx.built.rewrites,
+                accumulate=mode, images=images, unit=ctx.built.spec.units()["label"] or "",
+                on_layer=functools.partial(_layer_detail, ctx, what, len(images)), target=target,
+                prompts=prompts, cache=ctx.cache, cache_id=(*ctx.cache_id, ctx.built.rewrites, ctx.built.pos_formula),
+                subset=budget.of("FP16-compute prediction"), fp32_outputs=ctx.eager_outputs)
         if mode == "fp16" and ctx.fp16_predictions[mode]["needs_enforce_f32"]:
             # LiteRT's FP16_WITH_FP32_ACCUM: FP16 tensors, FP32 accumulation (the GPU mode between the two)
             accum = fp16_prediction(ctx, "fp32")

@@ -210,6 +210,6 @@ def summary(report: dict, out_dir: Path) -> None:
         table.add_row(a["file"], a["target"], f"{a['bytes'] / 1e6:.1f}", str(a.get("op_count", "-")),
                       f"[{style[a['status']]}]{a['status']}[/]", *cells, why)
     out.print(table)
-    budget = (report.get("verify") or {}).get("evidence_budget") or {}
+    budget = report.get("evidence_budget") or {}
     if budget.get("line"):
         out.print(f"[yellow]{budget['line']}[/]")

@@ -133,7 +133,7 @@ def run(args) -> int:
         if prompt_hw:
             report["prompt_shape"] = [1, 1, *prompt_hw]
         record_references(report, refs, source, threads, built.weights.random, prompt_origins=origins)
-        report["verify"]["evidence_budget"] = budget.as_entry()
+        report["evidence_budget"] = budget.as_entry()
         unit = gates.unit_label(spec.units())
         for path in paths:
             precision = args.precision or known[path].get("precision")
@@ -207,7 +207,7 @@ def print_summary(report: dict, out: Path) -> None:
         check = a.get("checks", {}).get("fp16_arithmetic")
         if check is not None:
             console.print(f"{Path(a['file']).name} on FP16 arithmetic: {Verdict.from_dict(check).text()}")
-    subset = (report.get("verify") or {}).get("evidence_budget", {}).get("line")
+    subset = (report.get("evidence_budget") or {}).get("line")
     if subset:
         console.print(f"[yellow]{subset}[/]")
     console.print(f"wrote {out / 'report.json'} and {out / 'report.html'}")

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..build import Built
 from ..core.evidence_budget import EvidenceBudget, evidence_budget
 from ..core.evidence_cache import EvidenceCache, weights_digest
+from ..rewrites.ledger import ledger_rewrites
 
 
 @dataclass(kw_only=True)
@@ -63,6 +64,8 @@ class ExportContext:
     small: dict = field(default_factory=dict)  # the small re-export's model and files (export.small), made once
     # FP16-compute predictions by accumulation mode ("xnnpack:<target>" per fp16 .pte target), computed once each
     fp16_predictions: dict[str, dict] = field(default_factory=dict)
+    # depthport's model's own FP32 outputs by image, from the FP16-compute prediction's FP32 runs: verify's eager ones
+    eager_outputs: dict = field(default_factory=dict)
     figures: dict | None = None  # what report.html draws (verify fills it)
     progress: object = None  # a depthport.cli.progress reporter, or None
     _scratch: Path | None = field(default=None, repr=False)
@@ -103,10 +106,11 @@ class ExportContext:
 
     @property
     def evidence_budget(self) -> EvidenceBudget:
-        """How many verification images the float64 reference and the FP16-compute prediction run on."""
+        """How many verification images the float64 reference and the FP16-compute prediction run on, and the
+        rewrite ledger's shape."""
         params = sum(p.numel() for p in self.built.model.parameters())
         return evidence_budget(params, self.built.input_hw, len(self.verification_set()[1]),
-                               self.options.evidence_images)
+                               self.options.evidence_images, ledger_passes=len(ledger_rewrites(self.built.rewrites)) + 1)
 
     def verification_set(self) -> tuple[str, list, dict | None, dict | None]:
         """(source, [(name, RGB image)], {name: prompt} or None, {name: where the prompt came from} or None): the

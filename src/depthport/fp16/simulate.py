@@ -47,6 +47,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from ..core.metrics import image_metrics, pearson, pooled_rel_l2, public, summarize
+from ..runtimes.torch import layer_progress
 from . import kernels
 from .kernels import round_fp16
 
@@ -227,6 +228,7 @@ class Fp16Prediction:
     figures: dict = field(default_factory=dict)  # parity figures vs FP32 (core.metrics.summarize), gate keys
     max_abs_by_op: dict = field(default_factory=dict)  # the FP32 run's largest |output| per op kind
     per_image: list = field(default_factory=list)
+    fp32_outputs: list = field(default_factory=list, repr=False)  # the FP32 run's output per input (not reported)
 
     def as_entry(self) -> dict:
         return {
@@ -377,28 +379,40 @@ def _simulated_run(sim: nn.Module, x: torch.Tensor, trace: _Trace, stored: dict,
             h.remove()
 
 
+def _count_runs(on_layer, before: int, runs: int):
+    """``on_layer`` counted over every run: ``before`` runs done of ``runs``."""
+    if on_layer is None:
+        return None
+    return lambda done, layers: on_layer(before * layers + done, runs * layers)
+
+
 @torch.no_grad()
 def simulate_fp16(model: nn.Module, inputs, accumulate: str = "fp16", block: int = 32,
                   tol: float = DEFAULT_TOL, store_limit: int = STORE_LIMIT, fp32_scopes=(),
-                  on_input=None) -> Fp16Prediction:
+                  on_input=None, on_layer=None) -> Fp16Prediction:
     """Run ``model`` on each input in FP32 and in simulated FP16 and compare (see the module docstring).
 
     ``inputs`` is one tensor or a list of tensors. ``needs_enforce_f32`` is True when any op overflowed, the
     output is not finite, or the pooled relative L2 error of the output exceeds ``tol``. ``first_bad_layer``
     is the module of the first overflow, else the first module (in order of completion) whose output is off
     by more than ``tol``. Modules whose names start with one of ``fp32_scopes`` are computed in FP32 (what
-    keeping them out of FP16 would buy: ``fp16_ledger``). ``on_input(done, total)`` is called after each input.
+    keeping them out of FP16 would buy: ``fp16_ledger``). ``on_input(done, total)`` is called after each input,
+    ``on_layer(done, total)`` after each layer of each run (two a input: FP32 and FP16; ``runtimes.torch.layers_of``).
     """
     inputs = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
     model = model.eval()
     sim = fp16_copy(model)
     fp32_trace, sim_trace = _Trace(), _Trace()
     layer_err: dict[str, float] = {}
-    pairs = []
+    pairs, fp32_outputs = [], []
+    runs = 2 * len(inputs)
     for i, x in enumerate(inputs, 1):
-        ref, stored = _reference_run(model, x, fp32_trace, store_limit)
-        out = _simulated_run(sim, x, sim_trace, stored, layer_err, accumulate, block, fp32_scopes)
+        with layer_progress(model, _count_runs(on_layer, 2 * i - 2, runs)):
+            ref, stored = _reference_run(model, x, fp32_trace, store_limit)
+        with layer_progress(sim, _count_runs(on_layer, 2 * i - 1, runs)):
+            out = _simulated_run(sim, x, sim_trace, stored, layer_err, accumulate, block, fp32_scopes)
         pairs.append((out.double().numpy(), ref.double().numpy()))
+        fp32_outputs.append(ref.numpy())
         if on_input is not None:
             on_input(i, len(inputs))
     rel = pooled_rel_l2(pairs)
@@ -416,5 +430,5 @@ def simulate_fp16(model: nn.Module, inputs, accumulate: str = "fp16", block: int
         inputs=len(inputs), tol=tol, accumulate=accumulate, block=block,
         mean_abs_worst=max(float(abs(a - b).mean()) for a, b in pairs),
         figures=summarize(per_image), per_image=[public(m) for m in per_image],
-        max_abs_by_op=dict(fp32_trace.max_abs_op),
+        max_abs_by_op=dict(fp32_trace.max_abs_op), fp32_outputs=fp32_outputs,
     )

@@ -132,7 +132,7 @@ def parity_view(report: dict) -> dict:
             "reference": measured[0]["parity"].get("reference") if measured else None,
             "why_not": "; ".join(sorted({_verdict(a, "parity") for a in arts})),
             "fp64": fp64, "fp64_gate": report.get("gates", {}).get("fp32", {}).get("fp64_error_ratio", "-"),
-            "evidence_line": ((report.get("verify") or {}).get("evidence_budget") or {}).get("line")}
+            "evidence_line": (report.get("evidence_budget") or {}).get("line")}
 
 
 def not_shipped_view(report: dict) -> dict:
@@ -216,6 +216,15 @@ def ledger_rows(report: dict) -> list[dict]:
             for e in report.get("rewrite_ledger") or []]
 
 
+def ledger_at(report: dict) -> str:
+    """Where the rewrite ledger was measured: 'the export shape', or '560x308 (...)' when the budget scaled it down."""
+    hw, (_, _, h, w) = report.get("rewrite_ledger_hw"), report["input_shape"]
+    if not hw or tuple(hw) == (h, w):
+        return "the export shape"
+    return (f"{hw[0]}x{hw[1]}, the export shape ({h}x{w}) scaled down by the evidence budget "
+            "(`--evidence-images all` measures it at the export shape)")
+
+
 def base_model_line(report: dict) -> str:
     """The weights' Hub repo, then what it says it was fine-tuned from: "a/b, fine-tuned from c/d"."""
     chain = report.get("base_model_chain") or [report.get("base_model")]
@@ -243,7 +252,7 @@ def context(report: dict) -> dict:
             "os": machine.get("os", ""), "bench_machine": machine_view(report), "variants": variants(report),
             "parity": parity_view(report), "not_shipped": not_shipped_view(report), "fp16": fp16_rows(report),
             "fp16_arithmetic": fp16_arithmetic_rows(report), "headroom": headroom_view(report),
-            "ledger": ledger_rows(report), "rewrites": report.get("rewrites", []), "snippets": snippets(report),
+            "ledger": ledger_rows(report), "ledger_at": ledger_at(report), "rewrites": report.get("rewrites", []), "snippets": snippets(report),
             "command": report.get("command"), "versions": report.get("versions", {}),
             "browser": web.browser_view(report), "shapes": web.shapes_view(report), "int8": int8_view(report)}
 

@@ -90,6 +90,14 @@ class References:
         """The inputs after the image for ``name``: its prompt for a prompted model, else none."""
         return (self.prompts[name],) if self.prompts else ()
 
+    def _entry(self, which: str, name: str) -> str | None:
+        """The evidence cache's key of one output, or None when it is not cached."""
+        what = (self.label,) if which != "eager" else ("depthport-eager", *self.eager_id) if self.eager_id else None
+        if self.cache is None or not self.cache_id or not what:
+            return None
+        x = self.input(name, which != "eager" or self.eager_normalized)
+        return self.cache.key(*self.cache_id, *what, which, arrays=(x, *self.extra(name)))
+
     def output(self, which: str, name: str) -> np.ndarray:
         """'reference', 'eager' or 'reference64' depth (H, W) for one image."""
         key = (which, name)
@@ -97,18 +105,27 @@ class References:
             runner = {"reference": self.reference, "eager": self.eager, "reference64": self.reference64}[which]
             if runner is None:
                 raise ValueError(f"no {which} model")
-            normalized = which != "eager" or self.eager_normalized
-            x, extra = self.input(name, normalized), self.extra(name)
-            what = (self.label,) if which != "eager" else ("depthport-eager", *self.eager_id) if self.eager_id else None
-            entry = (self.cache.key(*self.cache_id, *what, which, arrays=(x, *extra))
-                     if self.cache is not None and self.cache_id and what else None)
+            entry = self._entry(which, name)
             out = self.cache.get(entry) if entry else None
             if out is None:
-                out = depth_of(runner, x, self.input_hw, which, *extra)
+                x = self.input(name, which != "eager" or self.eager_normalized)
+                out = depth_of(runner, x, self.input_hw, which, *self.extra(name))
                 if entry:
                     self.cache.put(entry, out)
             self._outputs[key] = out
         return self._outputs[key]
+
+    def seed_eager(self, outputs: dict[str, np.ndarray]) -> None:
+        """Take depthport's eager outputs computed elsewhere from the same model and inputs (the FP16-compute
+        prediction's FP32 runs), as if ``output("eager", name)`` had run them; kept in the cache too."""
+        for name, out in outputs.items():
+            if self.eager is None or name not in self.names or ("eager", name) in self._outputs:
+                continue
+            out = np.asarray(out, np.float32).reshape(self.input_hw)
+            entry = self._entry("eager", name)
+            if entry:
+                self.cache.put(entry, out)
+            self._outputs[("eager", name)] = out
 
 
 def run_file(runner, refs: References, name: str, normalized: bool = True, on_image=None) -> dict[str, np.ndarray]:

@@ -40,12 +40,10 @@ def make_references(spec, weights, input_hw, eager_model, eager_normalized: bool
     False. ``cache_id``: (model id, weights digest) when the caller has it already. ``fp64_count``: the float64
     reference runs on the first this-many images (the evidence budget), all by default. ``eager_id`` (what
     ``eager_model`` is beyond the weights: its rewrites and position formula) keeps its outputs in the cache too."""
-    from ..reference import reference_model
-
     hw = tuple(input_hw)
     extra = (next(iter(prompts.values())).shape,) if prompts else ()
     eager = TorchRunner(eager_model, hw, threads, "depthport-eager") if eager_model is not None else None
-    rebuild = functools.partial(reference_model, spec, weights)
+    rebuild = functools.partial(_reference_model, spec, weights)
     ref64 = (TorchRunner(None, hw, threads, "reference-eager-fp64", torch.float64, extra, rebuild) if fp64 else None)
     reference = rebuild()
     return References(images, hw, TorchRunner(reference, hw, threads, "reference-eager", extra_shapes=extra,
@@ -55,6 +53,15 @@ def make_references(spec, weights, input_hw, eager_model, eager_normalized: bool
                       cache=(EvidenceCache() if cache is True else cache) or None,
                       cache_id=(cache_id or (spec.id, weights_digest(weights.state))) if cache else (), prompts=prompts,
                       fp64_count=fp64_count, eager_id=eager_id if eager_model is not None else ())
+
+
+def _reference_model(spec, weights):
+    """The upstream model, built; the weights then wait on disk while it runs (``LoadedWeights.release``)."""
+    from ..reference import reference_model
+
+    model = reference_model(spec, weights)
+    weights.release()
+    return model
 
 
 @functools.lru_cache(maxsize=1)
@@ -153,8 +160,8 @@ def apply(ctx, report: dict) -> None:
             art["parity"] = {"error": reason, "cause": ERROR}
         gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)
         return
+    refs.seed_eager(ctx.eager_outputs)
     record_references(report, refs, source, threads, built.weights.random, space, origins)
-    report["verify"]["evidence_budget"] = budget.as_entry()
     ctx.figures = figures_entry(refs, refs.names[0])
     verify_artifacts(ctx, report, refs, normalized, thresholds, space)
     report["verify"]["reference_cache"] = cache_summary(refs)
@@ -186,14 +193,27 @@ def upstream_references(ctx, refs: References) -> None:
     total = len(wanted)
     what = "upstream reference" + (" in FP32 and float64" if refs.reference64 is not None else "")
     ctx.detail(what, 0, total)
-    for i, (kind, name) in enumerate(wanted, 1):
-        if kind == "reference64" and refs.reference.built is not None:
-            refs.reference.release()  # every FP32 output is in: one upstream model in memory at a time
-            give_back()
-        refs.output(kind, name)
-        ctx.detail(f"{what}: {i}/{total}", i, total)
-    for runner in (refs.reference, refs.reference64):
-        if runner is not None:
+    runners = [r for r in (refs.reference, refs.reference64) if r is not None]
+    at = {"i": 1, "kind": "", "layers": 1}
+
+    def on_layer(done: int, layers: int) -> None:  # images n/N, layers n/N, the time left counted in layers
+        at["layers"] = layers
+        ctx.detail(f"{what}: {at['i']}/{total} ({at['kind']}), layers {done}/{layers}",
+                   (at["i"] - 1) * layers + done, total * layers)
+
+    for runner in runners:
+        runner.on_layer = on_layer
+    try:
+        for i, (kind, name) in enumerate(wanted, 1):
+            if kind == "reference64" and refs.reference.built is not None:
+                refs.reference.release()  # every FP32 output is in: one upstream model in memory at a time
+                give_back()
+            at.update(i=i, kind="float64" if kind == "reference64" else "FP32")
+            refs.output(kind, name)
+            ctx.detail(f"{what}: {i}/{total}", i * at["layers"], total * at["layers"])
+    finally:
+        for runner in runners:
+            runner.on_layer = None
             runner.release()
     give_back()
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+import tempfile
+import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,14 +18,53 @@ if TYPE_CHECKING:
     import torch
 
 
+# Weights at least this large are written to a temporary file by ``LoadedWeights.release`` (a Large model's 1.3 GB)
+# and read back when next used; smaller ones stay in memory, where they cost less than the write.
+RELEASE_BYTES = 512 << 20
+
+
 @dataclass
 class LoadedWeights:
-    state: dict[str, torch.Tensor]
+    """Depthport-named tensors and where they came from. ``state`` is read back from a temporary safetensors file
+    after ``release``."""
+
+    _state: dict[str, torch.Tensor] | None
     source: str
     format: str
     random: bool = False
     revision: str | None = None
     base_models: tuple[str, ...] = ()  # what the checkpoint says it was fine-tuned from (`declared_base_models`)
+    _spill: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def state(self) -> dict[str, torch.Tensor]:
+        if self._state is None:
+            from safetensors.torch import load_file
+
+            self._state = load_file(self._spill)
+        return self._state
+
+    def release(self, min_bytes: int = RELEASE_BYTES) -> bool:
+        """Free the tensors while nothing needs them, when they are ``min_bytes`` or more: written once to a
+        temporary file (deleted with this object) and read back by the next use of ``state``. True if freed."""
+        if self._state is None or sum(t.numel() * t.element_size() for t in self._state.values()) < min_bytes:
+            return False
+        if self._spill is None:
+            from safetensors.torch import save_file
+
+            fd, path = tempfile.mkstemp(prefix="depthport-weights-", suffix=".safetensors")
+            os.close(fd)
+            weakref.finalize(self, _unlink, path)
+            seen: set[int] = set()
+            tensors = {}
+            for k, t in self._state.items():  # safetensors refuses tensors that share memory: those are copied
+                ptr = t.untyped_storage().data_ptr()
+                tensors[k] = t.detach().contiguous() if ptr not in seen else t.detach().clone()
+                seen.add(ptr)
+            save_file(tensors, path)
+            self._spill = path
+        self._state = None
+        return True
 
     @property
     def argument(self) -> str:
@@ -34,6 +75,13 @@ class LoadedWeights:
     def pos_formula(self) -> str:
         """The position-embedding resampling that matches the implementation the weights came with."""
         return "official" if self.format == "official" else "transformers"
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:

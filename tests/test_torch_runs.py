@@ -1,0 +1,81 @@
+"""Float64 convolutions in bands of rows (runtimes.conv_bands): the same convolution in bounded memory; and the
+layer count long torch runs report (runtimes.torch.layer_progress)."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from depthport.runtimes.conv_bands import BandedConv, band_rows, conv2d_banded
+from depthport.runtimes.torch import TorchRunner
+
+CASES = [  # (in, out, kernel, stride, padding, dilation, groups, height, width)
+    (8, 4, 3, 1, 1, 1, 1, 37, 23),
+    (8, 8, 3, 2, 1, 1, 8, 37, 23),
+    (6, 4, 5, 2, 2, 2, 2, 41, 30),
+    (4, 4, 1, 1, 0, 1, 1, 20, 20),
+    (4, 4, 3, 3, 0, 1, 1, 20, 21),
+    (4, 4, (3, 1), (2, 1), (1, 0), 1, 1, 19, 9),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_convolution_in_bands_of_one_row_equals_the_whole_one(case):
+    cin, cout, k, s, p, d, g, h, w = case
+    gen = torch.Generator().manual_seed(0)
+    k2 = k if isinstance(k, tuple) else (k, k)
+    x = torch.randn(1, cin, h, w, dtype=torch.float64, generator=gen)
+    weight = torch.randn(cout, cin // g, *k2, dtype=torch.float64, generator=gen)
+    bias = torch.randn(cout, dtype=torch.float64, generator=gen)
+    whole = F.conv2d(x, weight, bias, s, p, d, g)
+    assert band_rows(x, weight, s, p, d, band_bytes=1) == 1
+    banded = conv2d_banded(x, weight, bias, s, p, d, g, band_bytes=1)
+    assert banded.shape == whole.shape
+    assert (banded - whole).norm() / whole.norm() < 1e-14
+
+
+def test_the_mode_bands_only_float64_convolutions_above_the_bound():
+    conv = nn.Conv2d(16, 8, 3, padding=1)
+    x = torch.randn(1, 16, 64, 48)
+    per_row = 16 * 9 * 48 * 8  # unfold bytes per output row in float64
+    with torch.no_grad(), BandedConv(band_bytes=per_row * 10) as mode:
+        out32 = conv(x)
+        assert mode.bands == 0  # float32 goes through oneDNN as it is
+        out64 = conv.double()(x.double())
+        assert mode.bands == 1
+    with torch.no_grad():
+        assert (out64 - F.conv2d(x.double(), conv.weight, conv.bias, 1, 1)).abs().max() < 1e-12
+        assert (out64.float() - out32).abs().max() < 1e-4
+    with BandedConv(band_bytes=per_row * 64) as mode:  # the whole unfold fits: left as it is
+        conv(x.double())
+    assert mode.bands == 0
+
+
+def test_a_float64_torch_runner_runs_its_large_convolutions_in_bands():
+    model = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 1, 3, padding=1)).eval()
+    x = np.random.default_rng(0).standard_normal((1, 3, 1200, 800)).astype(np.float32)
+    with torch.no_grad():
+        expected = model(torch.from_numpy(x)).numpy()
+    runner = TorchRunner(model, (1200, 800), 2, dtype=torch.float64)
+    out = runner.run(x)
+    assert runner.banded_convs == 1  # the 32-channel convolution's unfold (2.2 GB) is over the bound
+    assert np.abs(out - expected).max() < 1e-4
+
+
+def test_layer_progress_counts_the_blocks_and_stages_of_a_depth_model(tiny_built):
+    """The layers a long run reports (runtimes.torch.layers_of): the ViT blocks and the DPT stages, each once."""
+    from depthport.runtimes.torch import layer_progress, layers_of
+
+    built = tiny_built
+    layers = layers_of(built.model)
+    blocks = [m for m in built.model.modules() if isinstance(m, nn.ModuleList)][0]
+    assert set(map(id, blocks)) <= set(map(id, layers)) and len(layers) > len(blocks)
+    assert len(set(map(id, layers))) == len(layers)
+    seen = []
+    runner = TorchRunner(built.model, built.input_hw, 2)
+    runner.on_layer = lambda done, total: seen.append((done, total))
+    runner.run(np.zeros((1, 3, *built.input_hw), np.float32))
+    assert seen == [(i, len(layers)) for i in range(1, len(layers) + 1)]
+    with layer_progress(built.model, None):  # nothing to report: no hooks
+        assert not any(m._forward_hooks for m in layers)
