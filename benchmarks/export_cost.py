@@ -100,7 +100,8 @@ def child(model_id: str, targets: str, threads: int) -> None:
     cost.close()
     print(json.dumps({"model": model_id, "size": list(spec.default_hw), "targets": targets,
                       "total_s": time.perf_counter() - start, "peak_rss_mb": rss_kb("VmHWM") / 1024,
-                      "stages": cost.rows, "status": [[a.get("status"), a.get("status_reason")] for a in report["artifacts"]],
+                      "stages": cost.rows,
+                      "status": [[a.get("status"), a.get("status_reason")] for a in report["artifacts"]],
                       "evidence": (report.get("evidence_budget") or {}).get("line", "every image")}))
 
 
@@ -143,7 +144,7 @@ def main() -> None:
                                         [i for i, s in MODELS.items() if not s.hidden])]
     if args.matrix:
         runs.append(("da2-small", MATRIX))
-    table = Table(title="export cost per stage: wall s / peak RSS MB (random weights)")
+    table = Table(title="export cost per stage: wall s / peak RSS MiB (random weights)")
     for col in ("model", "shape", "targets", "total", "peak RSS", "stages"):
         table.add_column(col)
     for model_id, targets in runs:
@@ -176,7 +177,7 @@ def add_row(table, console, r: dict, label: str) -> None:
         return
     stages = "; ".join(f"{s['stage'].split(' at ')[0]} {s['s']:.0f} s / {s['peak_rss_mb']:.0f}" for s in r["stages"])
     table.add_row(label, "x".join(map(str, r["size"])), r["targets"], f"{r['total_s'] / 60:.1f} min",
-                  f"{r['peak_rss_mb'] / 1024:.2f} GB", stages)
+                  f"{r['peak_rss_mb'] / 1024:.2f} GiB ({r['peak_rss_mb'] * 2**20 / 1e9:.2f} GB)", stages)
     console.print(json.dumps(r))
 
 

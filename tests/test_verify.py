@@ -276,8 +276,8 @@ def test_verify_step_moves_a_failing_variant_to_not_shipped(tiny, tmp_path, imag
 
 
 def test_verify_stage_counts_its_work_for_the_time_left(tiny, tmp_path):
-    """The stage reports units of work: the upstream outputs (FP32 and float64) per image, then each file's images,
-    counted over all files; the progress turns the count into the time left."""
+    """The stage reports units of work: the reference outputs (upstream FP32 and float64, depthport eager) per image
+    and layer, then each file's images, counted over all files; the progress turns the count into the time left."""
     from depthport.cli.progress import time_left
     from depthport.verify import stage as step
 
@@ -293,14 +293,14 @@ def test_verify_stage_counts_its_work_for_the_time_left(tiny, tmp_path):
     step.apply(ctx, report)
     counted = [(text, done, total) for text, done, total in ctx.progress.calls if total]
     k = len(BUILTIN)
-    upstream = [c for c in counted if c[0].startswith("upstream reference")]
-    text, done, total = upstream[-1]  # counted in layers: the upstream model's blocks and DPT stages, per image
-    assert text == "upstream reference in FP32 and float64: 12/12" and done == total and total % (2 * k) == 0
-    assert total > 2 * k
-    assert any("upstream reference in FP32 and float64: 2/12 (FP32), layers 1/" in c[0] for c in upstream)
-    assert any("12/12 (float64), layers" in text for text, _, _ in upstream)
+    upstream = [c for c in counted if c[0].startswith("reference outputs")]
+    text, done, total = upstream[-1]  # counted in thousandths of an output, from the models' layers
+    assert (text, done, total) == ("reference outputs: 18/18", 18000, 18000)
+    assert any("reference outputs: 2/18 (upstream FP32), layers 1/" in c[0] for c in upstream)
+    assert any("12/18 (upstream float64), layers" in text for text, _, _ in upstream)
+    assert any("18/18 (depthport eager), layers" in text for text, _, _ in upstream)
     assert [d for _, d, _ in upstream] == sorted(d for _, d, _ in upstream)  # never counted back: the time left holds
-    files = [c for c in counted if not c[0].startswith("upstream reference")]
+    files = [c for c in counted if not c[0].startswith("reference outputs")]
     assert [(d, t) for text, d, t in files if "images" in text and ":" in text] == [
         (j, 2 * k) for j in range(1, 2 * k + 1)]
     assert "a_fp32.tflite (1/2): images 1/6" in files[1][0]
@@ -311,7 +311,7 @@ def test_verify_stage_counts_its_work_for_the_time_left(tiny, tmp_path):
 def test_the_upstream_models_are_freed_once_their_outputs_are_in_and_rebuilt_the_same(tiny, images):
     """After the upstream outputs are computed, neither upstream model stays in memory; a later use (another
     shape) builds it again from the same weights and gives the same outputs."""
-    from depthport.verify.stage import make_references, upstream_references
+    from depthport.verify.stage import make_references, reference_outputs
 
     built, _ = tiny
 
@@ -321,7 +321,7 @@ def test_the_upstream_models_are_freed_once_their_outputs_are_in_and_rebuilt_the
 
     refs = make_references(built.spec, built.weights, HW, None, True, images, threads=2, fp64=True, cache=False)
     assert refs.reference.built is not None and refs.reference64.built is None  # float64: built when first needed
-    upstream_references(Quiet(), refs)
+    reference_outputs(Quiet(), refs)
     assert refs.reference.built is None and refs.reference64.built is None
     again = refs.at(HW, threads=2)
     for name, _ in images:

@@ -109,8 +109,9 @@ class ExportContext:
         """How many verification images the float64 reference and the FP16-compute prediction run on, and the
         rewrite ledger's shape."""
         params = sum(p.numel() for p in self.built.model.parameters())
+        passes = len(ledger_rewrites(self.built.rewrites)) + 1
         return evidence_budget(params, self.built.input_hw, len(self.verification_set()[1]),
-                               self.options.evidence_images, ledger_passes=len(ledger_rewrites(self.built.rewrites)) + 1)
+                               self.options.evidence_images, ledger_passes=passes)
 
     def verification_set(self) -> tuple[str, list, dict | None, dict | None]:
         """(source, [(name, RGB image)], {name: prompt} or None, {name: where the prompt came from} or None): the

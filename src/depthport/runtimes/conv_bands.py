@@ -4,9 +4,9 @@ PyTorch's CPU convolution has no oneDNN kernel for float64: it unfolds the input
 (input channels / groups) x kernel taps x output pixels. For the full-resolution 3x3 convolutions at the end of a
 DPT head at 896x504 that buffer alone is 4 GB. Each output row depends only on its own window of input rows, so
 the convolution computed band by band, each band from its input rows (with the same zero padding), is the same
-convolution: the same products per output element, summed in an order that may differ by float64 rounding
-(about 1e-16 relative, nine orders below the float32 errors the float64 reference measures). ``BandedConv`` applies this to every float64
-``conv2d`` whose unfold buffer would exceed a bound; float32 goes through oneDNN, which needs no such buffer.
+convolution: the same products per output element, summed in an order that may differ by float64 rounding (about
+1e-16 relative, nine orders below the float32 errors the float64 reference measures). ``BandedConv`` applies this to
+every float64 ``conv2d`` whose unfold buffer would exceed a bound; float32 goes through oneDNN, which needs none.
 """
 
 from __future__ import annotations

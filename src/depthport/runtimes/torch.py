@@ -63,8 +63,9 @@ class TorchRunner:
     """A PyTorch module behind the runner interface (eager, no autograd); float32 in and out.
 
     With ``dtype=torch.float64`` the module is converted in place and computes in float64, its convolutions in
-    bands of rows (``conv_bands``: PyTorch's float64 convolution unfolds its whole input otherwise). ``extra_shapes``: the
-    inputs after the image (default: a prompt of the module's ``prompt_hw``, for depthport's prompted models).
+    bands of rows (``conv_bands``: PyTorch's float64 convolution unfolds its whole input otherwise).
+    ``extra_shapes``: the inputs after the image (default: a prompt of the module's ``prompt_hw``, for depthport's
+    prompted models).
     ``rebuild`` (a function returning the module) lets ``release`` free the module: it is built again on the next
     use; with ``rebuild``, ``model`` may be None (built on first use).
     """

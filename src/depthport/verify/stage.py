@@ -183,34 +183,42 @@ def record_references(report: dict, refs: References, source: str, threads: int,
     report["accuracy"] = accuracy_block(refs, random_weights, space)
 
 
-def upstream_references(ctx, refs: References) -> None:
-    """The upstream outputs (FP32, and float64 where asked) of every image, computed (or read from the cache)
-    before the files, so that the progress counts them: images n/N, with the time left. One upstream model is in
+KINDS = {"reference": "upstream FP32", "reference64": "upstream float64", "eager": "depthport eager"}
+
+
+def reference_outputs(ctx, refs: References) -> None:
+    """Every image's reference outputs (upstream FP32, upstream float64 where asked, depthport's eager model),
+    computed (or read from the cache) before any file is loaded: the progress counts them (images n/N, layers n/N,
+    the time left), and no file's runtime is in memory beside a model's activations. One upstream model is in
     memory at a time, and both are freed at the end (built again if another shape needs them)."""
     wanted = [("reference", name) for name in refs.names]
     if refs.reference64 is not None:
         wanted += [("reference64", name) for name in refs.fp64_names]
+    if refs.eager is not None:
+        wanted += [("eager", name) for name in refs.names]
     total = len(wanted)
-    what = "upstream reference" + (" in FP32 and float64" if refs.reference64 is not None else "")
+    what = "reference outputs"
     ctx.detail(what, 0, total)
-    runners = [r for r in (refs.reference, refs.reference64) if r is not None]
-    at = {"i": 1, "kind": "", "layers": 1}
+    runners = [r for r in (refs.reference, refs.reference64, refs.eager) if r is not None]
+    at = {"i": 1, "kind": ""}
 
-    def on_layer(done: int, layers: int) -> None:  # images n/N, layers n/N, the time left counted in layers
-        at["layers"] = layers
+    def on_layer(done: int, layers: int) -> None:  # outputs n/N, layers n/N; the time left in thousandths of outputs
         ctx.detail(f"{what}: {at['i']}/{total} ({at['kind']}), layers {done}/{layers}",
-                   (at["i"] - 1) * layers + done, total * layers)
+                   (at["i"] - 1) * 1000 + done * 1000 // layers, total * 1000)
 
     for runner in runners:
         runner.on_layer = on_layer
     try:
         for i, (kind, name) in enumerate(wanted, 1):
-            if kind == "reference64" and refs.reference.built is not None:
+            if kind != "reference" and refs.reference.built is not None:
                 refs.reference.release()  # every FP32 output is in: one upstream model in memory at a time
                 give_back()
-            at.update(i=i, kind="float64" if kind == "reference64" else "FP32")
+            if kind == "eager" and refs.reference64 is not None and refs.reference64.built is not None:
+                refs.reference64.release()
+                give_back()
+            at.update(i=i, kind=KINDS[kind])
             refs.output(kind, name)
-            ctx.detail(f"{what}: {i}/{total}", i * at["layers"], total * at["layers"])
+            ctx.detail(f"{what}: {i}/{total}", i * 1000, total * 1000)
     finally:
         for runner in runners:
             runner.on_layer = None
@@ -227,7 +235,7 @@ def verify_artifacts(ctx, report: dict, refs: References, normalized: bool, thre
     files = [a for a in report["artifacts"] if not a.get("web") and a.get("runnable_here") is not False]
     if files:
         try:
-            upstream_references(ctx, refs)
+            reference_outputs(ctx, refs)
         except (ModuleNotFoundError, RuntimeError, OSError, ValueError):
             pass  # each file's verification below meets the same failure and records it as its parity error
     n, k, i = len(files), len(refs.names), 0
