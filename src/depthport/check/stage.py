@@ -13,9 +13,9 @@ from ..export.context import ExportContext
 from ..export.litert_variants import VARIANTS, Variant
 from ..export.small import small_export
 from ..export.targets import FP16_PTE_TARGETS, GPU_TARGETS
+from ..runtimes.torch import torch_threads
 from .delegation import delegation_verdict
 from .fp16_compute import SUMMARY_KEYS, fp16_arithmetic_entry, fp16_verdict, predict_fp16
-from ..runtimes.torch import torch_threads
 from .gpu_runtime import empty_runtime
 from .verdict import NOT_REQUESTED, check_tflite, gpu_decision, runtime_verdict
 
@@ -72,8 +72,8 @@ def gpu_runtime(ctx: ExportContext, path: Path, variant: Variant | None) -> dict
 def _layer_detail(ctx: ExportContext, what: str, images: int, done: int, total: int) -> None:
     """'FP16-compute prediction (...): image 1/2, 40/62 layer passes' (an FP32 and an FP16 run an image)."""
     per = max(1, total // images)
-    ctx.detail(f"{what}: image {min(images, (done - 1) // per + 1)}/{images}, {done % per or per}/{per} layer passes",
-               done, total)
+    image = min(images, (done - 1) // per + 1)
+    ctx.detail(f"{what}: image {image}/{images}, {done % per or per}/{per} layer passes", done, total)
 
 
 def fp16_prediction(ctx: ExportContext, accumulate: str | None = None,

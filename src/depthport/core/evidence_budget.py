@@ -6,7 +6,7 @@ token count (a ViT's work): on 2 cores of an AMD Zen 5, da3-metric-large at 896x
 took 130-160 s an image for the FP16 prediction, da2-small at 518x686 (0.045e12) 9 s. Each runs on the first ``k``
 verification images, ``k = BUDGET // per image``, at least 1 and at most all; ``--evidence-images N|all`` sets
 ``k``. Fewer images are never used silently: a figure measured on a subset carries ``line`` (report.json
-``verify.evidence_budget``, the FP16 prediction's ``subset``, the verdicts' reasons, the card and the console).
+``evidence_budget``, the FP16 prediction's ``subset``, the verdicts' reasons, the card and the console).
 Parity against the FP32 reference and the file's own runs always cover every image.
 
 The rewrite ledger runs one float32 forward pass per rewrite (and one before any). When those passes cost more than

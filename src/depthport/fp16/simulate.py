@@ -389,15 +389,15 @@ def _count_runs(on_layer, before: int, runs: int):
 @torch.no_grad()
 def simulate_fp16(model: nn.Module, inputs, accumulate: str = "fp16", block: int = 32,
                   tol: float = DEFAULT_TOL, store_limit: int = STORE_LIMIT, fp32_scopes=(),
-                  on_input=None, on_layer=None) -> Fp16Prediction:
+                  on_layer=None) -> Fp16Prediction:
     """Run ``model`` on each input in FP32 and in simulated FP16 and compare (see the module docstring).
 
     ``inputs`` is one tensor or a list of tensors. ``needs_enforce_f32`` is True when any op overflowed, the
     output is not finite, or the pooled relative L2 error of the output exceeds ``tol``. ``first_bad_layer``
     is the module of the first overflow, else the first module (in order of completion) whose output is off
     by more than ``tol``. Modules whose names start with one of ``fp32_scopes`` are computed in FP32 (what
-    keeping them out of FP16 would buy: ``fp16_ledger``). ``on_input(done, total)`` is called after each input,
-    ``on_layer(done, total)`` after each layer of each run (two a input: FP32 and FP16; ``runtimes.torch.layers_of``).
+    keeping them out of FP16 would buy: ``fp16_ledger``). ``on_layer(done, total)`` is called after each layer of
+    each run (two an input: FP32 and FP16; ``runtimes.torch.layers_of``).
     """
     inputs = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
     model = model.eval()
@@ -413,8 +413,6 @@ def simulate_fp16(model: nn.Module, inputs, accumulate: str = "fp16", block: int
             out = _simulated_run(sim, x, sim_trace, stored, layer_err, accumulate, block, fp32_scopes)
         pairs.append((out.double().numpy(), ref.double().numpy()))
         fp32_outputs.append(ref.numpy())
-        if on_input is not None:
-            on_input(i, len(inputs))
     rel = pooled_rel_l2(pairs)
     per_image = [image_metrics(a, b) for a, b in pairs]
     overflow = list(dict.fromkeys(e.layer for e in sim_trace.events))

@@ -252,7 +252,8 @@ def context(report: dict) -> dict:
             "os": machine.get("os", ""), "bench_machine": machine_view(report), "variants": variants(report),
             "parity": parity_view(report), "not_shipped": not_shipped_view(report), "fp16": fp16_rows(report),
             "fp16_arithmetic": fp16_arithmetic_rows(report), "headroom": headroom_view(report),
-            "ledger": ledger_rows(report), "ledger_at": ledger_at(report), "rewrites": report.get("rewrites", []), "snippets": snippets(report),
+            "ledger": ledger_rows(report), "ledger_at": ledger_at(report), "rewrites": report.get("rewrites", []),
+            "snippets": snippets(report),
             "command": report.get("command"), "versions": report.get("versions", {}),
             "browser": web.browser_view(report), "shapes": web.shapes_view(report), "int8": int8_view(report)}
 

@@ -45,6 +45,11 @@ def conv2d_banded(x: torch.Tensor, weight: torch.Tensor, bias=None, stride=1, pa
     band = band_rows(x, weight, stride, padding, dilation, band_bytes)
     if band is None:
         return F.conv2d(x, weight, bias, stride, padding, dilation, groups)
+    return _in_bands(x, weight, bias, stride, padding, dilation, groups, band)
+
+
+def _in_bands(x, weight, bias, stride, padding, dilation, groups, band: int) -> torch.Tensor:
+    """``F.conv2d`` in bands of ``band`` output rows, each from its own input rows with the same zero padding."""
     (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
     kh, height = weight.shape[-2], x.shape[-2]
     rows_out = (height + 2 * ph - dh * (kh - 1) - 1) // sh + 1
@@ -71,8 +76,10 @@ class BandedConv(TorchFunctionMode):
         if func in _CONV2D and args and isinstance(args[0], torch.Tensor) and args[0].dtype == torch.float64:
             names = ("weight", "bias", "stride", "padding", "dilation", "groups")
             call = dict(zip(names, args[1:]), **kwargs)
-            if band_rows(args[0], call["weight"], call.get("stride", 1), call.get("padding", 0),
-                         call.get("dilation", 1), self.band_bytes) is not None:
+            geometry = {k: call.get(k, v) for k, v in (("stride", 1), ("padding", 0), ("dilation", 1))}
+            band = band_rows(args[0], call["weight"], **geometry, band_bytes=self.band_bytes)
+            if band is not None:
                 self.bands += 1
-                return conv2d_banded(args[0], **call, band_bytes=self.band_bytes)
+                return _in_bands(args[0], call["weight"], call.get("bias"), **geometry,
+                                 groups=call.get("groups", 1), band=band)
         return func(*args, **kwargs)

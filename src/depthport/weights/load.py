@@ -54,7 +54,7 @@ class LoadedWeights:
 
             fd, path = tempfile.mkstemp(prefix="depthport-weights-", suffix=".safetensors")
             os.close(fd)
-            weakref.finalize(self, _unlink, path)
+            weakref.finalize(self, Path(path).unlink, missing_ok=True)
             seen: set[int] = set()
             tensors = {}
             for k, t in self._state.items():  # safetensors refuses tensors that share memory: those are copied
@@ -75,13 +75,6 @@ class LoadedWeights:
     def pos_formula(self) -> str:
         """The position-embedding resampling that matches the implementation the weights came with."""
         return "official" if self.format == "official" else "transformers"
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:
