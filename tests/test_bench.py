@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,24 @@ def test_rounds_interleave_files_and_warmups_are_not_timed():
     assert [r["label"] for r in records] == ["a", "b"]
     with pytest.raises(ValueError):
         time_interleaved([], rounds=1)
+
+
+class SlowRecorder(Recorder):
+    def run(self, x):
+        time.sleep(0.02)
+        return super().run(x)
+
+
+def test_a_slow_warm_up_makes_one_timed_call_a_round():
+    log: list[str] = []
+    x = sample_input((1, 2))
+    records = time_interleaved([Entry("a", Recorder("a", log), x), Entry("slow", SlowRecorder("slow", log), x)],
+                               rounds=2, warmup=1,
+                               iters=3, slow_ms=10.0)
+    assert log == ["a", "slow"] + ["a", "slow"] * 2 and [r["iters"] for r in records] == [1, 1]
+    log.clear()
+    records = time_interleaved([Entry("a", Recorder("a", log), x)], rounds=2, warmup=1, iters=3, slow_ms=10.0)
+    assert log == ["a"] * 7 and records[0]["iters"] == 3
 
 
 def test_two_real_files_interleaved_with_medians_and_ratios(files):

@@ -24,7 +24,7 @@ def test_the_budget_keeps_every_image_up_to_base_models_and_fewer_for_large_ones
     assert budget.count == want and budget.subset == (want < 6)
     assert budget.count == 1 or budget.count * budget.per_image <= BUDGET
     if budget.subset:
-        assert budget.line == f"float64 reference and FP16-compute prediction on {want} of 6 images (evidence budget)"
+        assert budget.line == f"float64 reference, FP16-compute prediction and depthport eager on {want} of 6 images (evidence budget)"
         assert budget.as_entry()["line"] == budget.line
     else:
         assert budget.line == "" and "line" not in budget.as_entry()
@@ -53,11 +53,13 @@ def test_a_subset_is_labelled_in_the_report_the_verdicts_the_card_and_the_consol
                  "ledger,bench", "--out", str(out)])
     assert code == 0
     report = json.loads((out / "report.json").read_text())
-    line = "float64 reference and FP16-compute prediction on 1 of 2 images (--evidence-images)"
+    line = "float64 reference, FP16-compute prediction and depthport eager on 1 of 2 images (--evidence-images)"
     assert report["evidence_budget"]["line"] == line
     [art] = report["artifacts"]
     assert art["parity"]["images"] == 2 and art["parity"]["vs_reference_fp64"]["images"] == 1
     assert art["parity"]["fp64_images"] == "float64 reference on 1 of 2 images"
+    assert art["parity"]["vs_eager"]["images"] == 1
+    assert art["parity"]["eager_images"] == "depthport eager on 1 of 2 images"
     assert "fp64_error_ratio: float64 reference on 1 of 2 images" in art["checks"]["parity"]["reasons"]
     assert art["fp16_compute"]["inputs"] == 1 and art["fp16_compute"]["images"] == ["astronaut.png"]
     assert "FP16-compute prediction on 1 of 2 images" in " ".join(art["checks"]["fp16_compute"]["reasons"])
@@ -69,6 +71,7 @@ def test_a_subset_is_labelled_in_the_report_the_verdicts_the_card_and_the_consol
     again = json.loads((tmp_path / "v" / "report.json").read_text())
     assert again["evidence_budget"]["line"] == line
     assert again["artifacts"][0]["parity"]["fp64_images"] == "float64 reference on 1 of 2 images"
+    assert again["artifacts"][0]["parity"]["eager_images"] == "depthport eager on 1 of 2 images"
     assert line in " ".join(capsys.readouterr().out.split())
 
 

@@ -143,6 +143,19 @@ def test_export_verifies_with_prompts_and_ships(exported):
     assert art["latency_ms"]["median"] > 0
 
 
+def test_accuracy_is_compared_with_the_model_without_prompt_and_the_prompt_alone(exported):
+    """The scene's simulated LiDAR prompt alone, upsampled, is scored in metres (it is the ground truth downsampled
+    with 1 % noise: close to it); the upstream model without a prompt gives depth with no unit, scored aligned."""
+    out, report = exported
+    acc = report["accuracy"]
+    alone, without = acc["baselines"]["prompt_alone"], acc["baselines"]["without_prompt"]
+    assert alone["metric"] and alone["to_metres"] == 1.0 and alone["abs_rel"] < 0.05 and alone["delta1"] > 0.95
+    assert not without["metric"] and without["space"] == "depth" and np.isfinite(without["abs_rel"])
+    assert without["abs_rel"] != acc["reference"]["abs_rel"]
+    html = (out / "report.html").read_text()
+    assert html.count("baseline: ") == 2 and "LiDAR prompt alone" in html
+
+
 def test_int8_and_fp16_files_take_the_prompt_and_are_gated_in_metres(exported, weights):
     """The fp16 .pte (image and prompt cast to fp16 inside) and the LiteRT INT8 file feed the prompt; both are gated
     on the depth map and on the worst image's mean absolute error in metres, as metric models are."""

@@ -79,3 +79,56 @@ def test_layer_progress_counts_the_blocks_and_stages_of_a_depth_model(tiny_built
     assert seen == [(i, len(layers)) for i in range(1, len(layers) + 1)]
     with layer_progress(built.model, None):  # nothing to report: no hooks
         assert not any(m._forward_hooks for m in layers)
+
+
+
+def _attentions(dim: int = 32, heads: int = 4):
+    """The three attention forms on 301 tokens (a 30x10 grid and the class token)."""
+    from depthport.models.layers import Attention
+    from depthport.models.rope import RopeAttention, RopeTables, SplitHeadRopeAttention, token_positions
+
+    torch.manual_seed(0)
+    rope = RopeAttention(dim, heads, True, RopeTables(token_positions((30, 10), False), dim // heads)).eval()
+    return {"attention": Attention(dim, heads).eval(), "rope": rope, "split-head rope": SplitHeadRopeAttention(rope)}
+
+
+@pytest.mark.parametrize("kind", ["attention", "rope", "split-head rope"])
+def test_attention_in_blocks_of_query_rows_equals_the_whole_and_never_makes_the_whole_logits(kind, monkeypatch):
+    """``query_chunks``: 301 tokens, 4 heads, 4 rows of logits at a time; every softmax sees at most 4 query rows,
+    and the output is the whole attention's. Outside the block, one whole attention again."""
+    from depthport.models import layers
+
+    attn = _attentions()[kind].eval()
+    x = torch.randn(301, 32)
+    seen = []
+    softmax = torch.Tensor.softmax
+
+    def spy(t, *a, **k):
+        seen.append(t.shape[-2])
+        return softmax(t, *a, **k)
+
+    with torch.no_grad():
+        whole = attn(x)
+        monkeypatch.setattr(torch.Tensor, "softmax", spy)
+        with layers.query_chunks(max_bytes=4 * 4 * 301 * 4):
+            chunked = attn(x)
+        outside = attn(x)
+    assert seen == [4] * 75 + [1] + [301]
+    assert torch.allclose(chunked, whole, rtol=0, atol=1e-6 * float(whole.abs().max()))
+    assert torch.equal(outside, whole)
+
+
+class _Probe(nn.Module):
+    def forward(self, x):
+        from depthport.models import layers
+
+        self.seen = layers._query_chunk_bytes.get()
+        return x
+
+
+def test_a_torch_runner_runs_attention_in_blocks_of_query_rows():
+    from depthport.models.layers import QUERY_CHUNK_BYTES
+
+    probe = _Probe()
+    TorchRunner(probe, (4, 4)).run(np.zeros((1, 3, 4, 4), np.float32))
+    assert probe.seen == QUERY_CHUNK_BYTES

@@ -71,7 +71,8 @@ class PromptTransformersReference(nn.Module):
             raise RuntimeError(f"reference load failed: missing {missing[:5]}, unexpected {unexpected[:5]}")
 
     @torch.no_grad()
-    def forward(self, x: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, prompt: torch.Tensor | None = None) -> torch.Tensor:
+        """Metres with a prompt; without one (``prompt=None``), depth with no unit, as upstream gives it."""
         return self.model(pixel_values=x, prompt_depth=prompt).predicted_depth
 
 

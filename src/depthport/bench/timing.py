@@ -53,17 +53,24 @@ def paired_ratio(rec: dict, base: dict) -> float:
 
 
 def time_interleaved(entries: list[Entry], rounds: int = 6, warmup: int = 1, iters: int = 1,
-                     progress=None) -> list[dict]:
+                     progress=None, slow_ms: float | None = None) -> list[dict]:
     """One record per entry: wall-clock median, min, max (ms) over all timed calls, the process CPU time
     median (all threads; less sensitive to other load on the machine), per-round medians, and ratios to the
-    first entry: of median, min and max, and ``paired`` = the median over rounds of the same-round ratio."""
+    first entry: of median, min and max, and ``paired`` = the median over rounds of the same-round ratio.
+    With ``slow_ms``, a warm-up call slower than that makes every round one call per entry instead of ``iters``
+    (the record's ``iters`` says which)."""
     if not entries:
         raise ValueError("nothing to time")
     if rounds < 1 or iters < 1 or warmup < 0:
         raise ValueError("rounds and iters must be >= 1, warmup >= 0")
+    slowest = 0.0
     for e in entries:
         for _ in range(warmup):
+            t0 = time.perf_counter()
             np.asarray(e.runner.run(e.x, *e.extra))
+            slowest = max(slowest, (time.perf_counter() - t0) * 1e3)
+    if slow_ms is not None and slowest > slow_ms:
+        iters = 1
     wall = np.zeros((len(entries), rounds, iters))
     cpu = np.zeros_like(wall)
     for r in range(rounds):

@@ -122,7 +122,8 @@ def run(args) -> int:
         try:
             refs = make_references(spec, built.weights, input_hw, None if args.no_eager else built.model, normalized,
                                    images, threads, fp64="fp32" in precisions and not args.no_fp64,
-                                   cache=not args.no_cache, prompts=prompts, fp64_count=budget.count)
+                                   cache=not args.no_cache, prompts=prompts, fp64_count=budget.count,
+                                   eager_count=budget.count)
         except ModuleNotFoundError as exc:
             raise MissingDependency(exc.name or "?", f"the upstream reference of {spec.id}") from None
         report = {"command": command_line(), "model": spec.id,

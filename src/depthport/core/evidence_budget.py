@@ -7,7 +7,8 @@ took 130-160 s an image for the FP16 prediction, da2-small at 518x686 (0.045e12)
 verification images, ``k = BUDGET // per image``, at least 1 and at most all; ``--evidence-images N|all`` sets
 ``k``. Fewer images are never used silently: a figure measured on a subset carries ``line`` (report.json
 ``evidence_budget``, the FP16 prediction's ``subset``, the verdicts' reasons, the card and the console).
-Parity against the FP32 reference and the file's own runs always cover every image.
+Depthport's eager model (the converter's share of the error, ``vs_eager``) runs on the same ``k`` images. Parity
+against the FP32 reference and the file's own runs always cover every image.
 
 The rewrite ledger runs one float32 forward pass per rewrite (and one before any). When those passes cost more than
 ``LEDGER_BUDGET`` at the export shape, the ledger runs at the export shape scaled down (aspect kept, an even number
@@ -33,7 +34,7 @@ PATCH = 14
 @dataclass(frozen=True)
 class EvidenceBudget:
     images: int  # the verification images
-    count: int  # the images the float64 reference and the FP16-compute prediction run on
+    count: int  # the images the float64 reference, the FP16-compute prediction and depthport eager run on
     per_image: float  # parameter x token products of one image
     requested: int | None = None  # --evidence-images (0: all), None: the budget decides
     input_hw: tuple[int, int] | None = None  # the export shape
@@ -61,11 +62,12 @@ class EvidenceBudget:
     @property
     def line(self) -> str:
         """What was measured on less than all, '' when nothing was."""
-        return "; ".join(part for part in (self.of("float64 reference and FP16-compute prediction"), self.ledger)
+        return "; ".join(part for part in (self.of("float64 reference, FP16-compute prediction and depthport eager"),
+                                           self.ledger)
                          if part)
 
     def as_entry(self) -> dict:
-        return {"images": self.images, "fp64_images": self.count, "fp16_images": self.count,
+        return {"images": self.images, "fp64_images": self.count, "fp16_images": self.count, "eager_images": self.count,
                 "per_image": self.per_image, "budget": BUDGET, "requested": self.requested,
                 "rule": "images = budget // (parameters x tokens per image), at least 1",
                 **({"ledger_hw": list(self.ledger_hw), "ledger_budget": LEDGER_BUDGET,

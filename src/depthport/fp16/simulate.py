@@ -47,6 +47,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from ..core.metrics import image_metrics, pearson, pooled_rel_l2, public, summarize
+from ..models.layers import query_chunks
 from ..runtimes.torch import layer_progress
 from . import kernels
 from .kernels import round_fp16
@@ -407,9 +408,9 @@ def simulate_fp16(model: nn.Module, inputs, accumulate: str = "fp16", block: int
     pairs, fp32_outputs = [], []
     runs = 2 * len(inputs)
     for i, x in enumerate(inputs, 1):
-        with layer_progress(model, _count_runs(on_layer, 2 * i - 2, runs)):
+        with layer_progress(model, _count_runs(on_layer, 2 * i - 2, runs)), query_chunks():
             ref, stored = _reference_run(model, x, fp32_trace, store_limit)
-        with layer_progress(sim, _count_runs(on_layer, 2 * i - 1, runs)):
+        with layer_progress(sim, _count_runs(on_layer, 2 * i - 1, runs)), query_chunks():
             out = _simulated_run(sim, x, sim_trace, stored, layer_err, accumulate, block, fp32_scopes)
         pairs.append((out.double().numpy(), ref.double().numpy()))
         fp32_outputs.append(ref.numpy())

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from contextvars import ContextVar
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -84,6 +87,38 @@ def attention_weights(logits: torch.Tensor, guard: torch.Tensor | None = None, m
     return ((logits - logits.amax(dim=-1, keepdim=True)).clamp_min(-GUARD_FLOOR) * guard).softmax(dim=-1)
 
 
+# Eager runs of long token sequences (``query_chunks``): the logits of at most this many bytes at a time.
+QUERY_CHUNK_BYTES = 32 << 20
+_query_chunk_bytes: ContextVar[int | None] = ContextVar("query_chunk_bytes", default=None)
+
+
+@contextlib.contextmanager
+def query_chunks(max_bytes: int = QUERY_CHUNK_BYTES):
+    """Within: attention (``attend``) runs in blocks of query rows, at most ``max_bytes`` of logits each, so no
+    (heads, N, N) tensor is made at once (a Large model at 756x1008, 3888 tokens: 1 GB a layer). The same arithmetic:
+    a query's logits, softmax and weighted sum read only its own row (the matrix library may block a shorter
+    product differently: last-bit differences, 3e-6 of the output's range on prompt-da-large). For eager PyTorch
+    runs only (``runtimes.torch.TorchRunner``, the FP16 simulation, the rewrite ledger); an exported graph keeps one
+    whole attention."""
+    token = _query_chunk_bytes.set(max_bytes)
+    try:
+        yield
+    finally:
+        _query_chunk_bytes.reset(token)
+
+
+def attend(q: torch.Tensor, keys_t: torch.Tensor, v: torch.Tensor, weights, split_k: int | None = None) -> torch.Tensor:
+    """``weights(q @ keys_t) @ v`` for q (B, M, d), keys_t (B, d, N), v (B, N, d'), where ``weights`` maps logits to
+    attention weights row by row; in blocks of query rows under ``query_chunks``."""
+    max_bytes = _query_chunk_bytes.get()
+    row_bytes = q.shape[0] * keys_t.shape[-1] * q.element_size()
+    rows = q.shape[-2] if max_bytes is None else max(1, max_bytes // row_bytes)
+    if rows >= q.shape[-2]:
+        return matmul_split(weights(matmul_split(q, keys_t, split_k)), v, split_k)
+    return torch.cat([matmul_split(weights(matmul_split(q[:, s], keys_t, split_k)), v, split_k)
+                      for s in slices(q.shape[-2], rows)], dim=-2)
+
+
 class Attention(nn.Module):
     """Multi-head self-attention on one sample's tokens (N, C): separate Q/K/V, no mask, rank <= 3.
 
@@ -117,13 +152,14 @@ class Attention(nn.Module):
             return self.k(x).reshape(x.shape[0], self.heads, self.head_dim).permute(1, 2, 0)
         return self._heads(self.k(x)).transpose(1, 2)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q, v = self._heads(self.q(x)), self._heads(self.v(x))
-        logits = matmul_split(q, self._keys_t(x), self.split_k)
+    def _weights(self, logits: torch.Tensor) -> torch.Tensor:
         if self.scale != 1.0:
             logits = logits * self.scale
-        out = matmul_split(attention_weights(logits, self.guard if self.guarded else None, self.logit_mode), v,
-                           self.split_k)
+        return attention_weights(logits, self.guard if self.guarded else None, self.logit_mode)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, v = self._heads(self.q(x)), self._heads(self.v(x))
+        out = attend(q, self._keys_t(x), v, self._weights, self.split_k)
         return self.proj(out.transpose(0, 1).reshape(x.shape[0], -1))
 
 

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import attention_weights, matmul_split
+from .layers import attend, attention_weights
 
 
 def token_positions(grid_hw: tuple[int, int], same: bool) -> torch.Tensor:
@@ -101,15 +101,15 @@ class RopeAttention(nn.Module):
     def _heads(self, t: torch.Tensor) -> torch.Tensor:
         return t.reshape(t.shape[0], self.heads, self.head_dim).transpose(0, 1)
 
+    def _weights(self, logits: torch.Tensor) -> torch.Tensor:
+        return (logits * self.scale if self.scale != 1.0 else logits).softmax(dim=-1)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self._heads(self.q(x)), self._heads(self.k(x)), self._heads(self.v(x))
         q, k = self.q_norm(q), self.k_norm(k)
         if self.rope is not None:
             q, k = self.rope(q), self.rope(k)
-        logits = q @ k.transpose(1, 2)
-        if self.scale != 1.0:
-            logits = logits * self.scale
-        out = logits.softmax(dim=-1) @ v
+        out = attend(q, k.transpose(1, 2), v, self._weights)
         return self.proj(out.transpose(0, 1).reshape(x.shape[0], -1))
 
 
@@ -183,8 +183,10 @@ class SplitHeadRopeAttention(nn.Module):
     logit_mode = "shift"
     split_k: int | None = None  # set by export.split_k (see layers.matmul_split)
 
+    def _weights(self, logits: torch.Tensor) -> torch.Tensor:
+        return attention_weights(logits, self.guard if self.guarded else None, self.logit_mode)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        logits = matmul_split(self.q(x), self.k(x).transpose(1, 2), self.split_k)
-        weights = attention_weights(logits, self.guard if self.guarded else None, self.logit_mode)
-        out = matmul_split(weights, _split_heads(self.v(x), self.heads), self.split_k)
+        out = attend(self.q(x), self.k(x).transpose(1, 2), _split_heads(self.v(x), self.heads), self._weights,
+                     self.split_k)
         return self.proj(out.transpose(0, 1).reshape(x.shape[0], -1))

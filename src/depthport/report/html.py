@@ -132,6 +132,7 @@ def accuracy_view(report: dict) -> dict | None:
 
     return {"meaningful": bool(acc.get("meaningful")), "note": acc.get("note"), "dataset": acc.get("dataset"),
             "method": acc.get("method", ""), "reference": scores(acc["reference"]),
+            "baselines": [{"label": b["label"], **scores(b)} for b in (acc.get("baselines") or {}).values()],
             "rows": [{"file": a["file"], **scores(a["accuracy"])} for a in report.get("artifacts", [])
                      if a.get("accuracy")]}
 

@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from ..core.metrics import max_abs, rel_l2
+from ..models.layers import query_chunks
 from .steps import REWRITES
 
 
@@ -22,7 +23,11 @@ def measure(steps, x, on_pass=None) -> list[dict]:
     output before it and with the un-rewritten model. ``x``: the input, or a tuple of the inputs (image and
     prompt). ``on_pass(done, name)`` after each forward pass."""
     x = tuple(torch.as_tensor(a) for a in (x if isinstance(x, tuple) else (x,)))
-    steps = iter(steps)
+    with query_chunks():
+        return _measure(iter(steps), x, on_pass)
+
+
+def _measure(steps, x, on_pass) -> list[dict]:
     base = next(steps)[1](*x)
     if on_pass is not None:
         on_pass(1, "before any rewrite")

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..models.layers import query_chunks
 from .conv_bands import BandedConv
 
 
@@ -62,8 +63,9 @@ def layer_progress(model: nn.Module, on_layer: Callable[[int, int], None] | None
 class TorchRunner:
     """A PyTorch module behind the runner interface (eager, no autograd); float32 in and out.
 
-    With ``dtype=torch.float64`` the module is converted in place and computes in float64, its convolutions in
-    bands of rows (``conv_bands``: PyTorch's float64 convolution unfolds its whole input otherwise).
+    Attention runs in blocks of query rows (``models.layers.query_chunks``). With ``dtype=torch.float64`` the module
+    is converted in place and computes in float64, its convolutions in bands of rows (``conv_bands``: PyTorch's
+    float64 convolution unfolds its whole input otherwise).
     ``extra_shapes``: the inputs after the image (default: a prompt of the module's ``prompt_hw``, for depthport's
     prompted models).
     ``rebuild`` (a function returning the module) lets ``release`` free the module: it is built again on the next
@@ -103,7 +105,7 @@ class TorchRunner:
         with torch_threads(self.threads):
             args = [torch.from_numpy(np.ascontiguousarray(a, np.float32)).to(self.dtype) for a in (x, *extra)]
             banded = BandedConv() if self.dtype == torch.float64 else None
-            with layer_progress(self.model, self.on_layer), banded or contextlib.nullcontext():
+            with layer_progress(self.model, self.on_layer), query_chunks(), banded or contextlib.nullcontext():
                 out = self.model(*args).float().numpy()
             self.banded_convs += banded.bands if banded is not None else 0
             return out

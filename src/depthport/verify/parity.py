@@ -55,6 +55,7 @@ class References:
     cache_id: tuple = ()  # (model id, weights digest): with the label and the input, the cache key
     prompts: dict | None = None
     fp64_count: int | None = None  # the float64 reference runs on the first this-many images (the evidence budget)
+    eager_count: int | None = None  # and depthport's eager model (the converter's share of the error) too
     eager_id: tuple = ()  # what the eager model is beyond cache_id (its rewrites...): its outputs are cached too
     _inputs: dict = field(default_factory=dict)
     _outputs: dict = field(default_factory=dict)
@@ -69,7 +70,8 @@ class References:
         return References(self.images, hw, TorchRunner(self.reference.built, hw, threads, "reference-eager",
                                                        extra_shapes=extra, rebuild=self.reference.rebuild), eager,
                           self.eager_normalized, self.label, ref64, spec=self.spec, cache=self.cache,
-                          cache_id=self.cache_id, prompts=self.prompts, fp64_count=self.fp64_count)
+                          cache_id=self.cache_id, prompts=self.prompts, fp64_count=self.fp64_count,
+                          eager_count=self.eager_count)
 
     @property
     def names(self) -> list[str]:
@@ -79,6 +81,11 @@ class References:
     def fp64_names(self) -> list[str]:
         """The images the float64 reference runs on: all, or the first ``fp64_count``."""
         return self.names[:self.fp64_count] if self.fp64_count else self.names
+
+    @property
+    def eager_names(self) -> list[str]:
+        """The images depthport's eager model runs on: all, or the first ``eager_count``."""
+        return self.names[:self.eager_count] if self.eager_count else self.names
 
     def input(self, name: str, normalized: bool = True) -> np.ndarray:
         key = (name, normalized)
@@ -159,7 +166,11 @@ def parity_record(outputs: dict[str, np.ndarray], refs: References, reference_la
     against float64 divided by upstream float32's own error against float64 (1.0: as exact as upstream)."""
     record = {"reference": reference_label, **compare(outputs, refs, "reference")}
     if refs.eager is not None:
-        record["vs_eager"] = {"reference": eager_label or "depthport eager", **compare(outputs, refs, "eager")}
+        names = refs.eager_names
+        record["vs_eager"] = {"reference": eager_label or "depthport eager",
+                              **compare({n: outputs[n] for n in names}, refs, "eager")}
+        if len(names) < len(refs.names):
+            record["eager_images"] = f"depthport eager on {len(names)} of {len(refs.names)} images"
     if refs.reference64 is not None:
         names = refs.fp64_names
         record["vs_reference_fp64"] = {"reference": f"{reference_label}, computed in float64",

@@ -33,12 +33,14 @@ def reference_label(model, weights) -> str:
 
 def make_references(spec, weights, input_hw, eager_model, eager_normalized: bool, images, threads: int,
                     fp64: bool = False, cache: bool | EvidenceCache = True, prompts: dict | None = None,
-                    cache_id: tuple | None = None, fp64_count: int | None = None, eager_id: tuple = ()) -> References:
+                    cache_id: tuple | None = None, fp64_count: int | None = None, eager_id: tuple = (),
+                    eager_count: int | None = None) -> References:
     """The upstream model with ``weights`` (also in float64 with ``fp64``) and depthport's ``eager_model``
     (may be None) over ``images`` (with their ``prompts``, for a prompted model); the upstream outputs kept in
     the on-disk evidence cache (``cache``: True for the default one, or the cache to use) unless ``cache`` is
     False. ``cache_id``: (model id, weights digest) when the caller has it already. ``fp64_count``: the float64
-    reference runs on the first this-many images (the evidence budget), all by default. ``eager_id`` (what
+    reference runs on the first this-many images (the evidence budget), all by default; ``eager_count`` the same for
+    ``eager_model``. ``eager_id`` (what
     ``eager_model`` is beyond the weights: its rewrites and position formula) keeps its outputs in the cache too."""
     hw = tuple(input_hw)
     extra = (next(iter(prompts.values())).shape,) if prompts else ()
@@ -52,7 +54,8 @@ def make_references(spec, weights, input_hw, eager_model, eager_normalized: bool
                       reference_label(reference, weights), ref64, spec,
                       cache=(EvidenceCache() if cache is True else cache) or None,
                       cache_id=(cache_id or (spec.id, weights_digest(weights.state))) if cache else (), prompts=prompts,
-                      fp64_count=fp64_count, eager_id=eager_id if eager_model is not None else ())
+                      fp64_count=fp64_count, eager_id=eager_id if eager_model is not None else (),
+                      eager_count=eager_count)
 
 
 def _reference_model(spec, weights):
@@ -79,6 +82,23 @@ def accuracy_of(runner, input_hw: tuple[int, int], normalized: bool = True,
              for shape in getattr(runner, "extra_shapes", ())]
     x = to_tensor(left, input_hw, normalize=normalized)
     return accuracy.score(depth_of(runner, x, input_hw, "model", *extra), disparity, space, to_metres)
+
+
+def prompt_baselines(reference: TorchRunner, input_hw: tuple[int, int]) -> dict:
+    """What a prompted model's accuracy on the motorcycle scene compares with: the same upstream model with no prompt
+    (transformers' ``prompt_depth=None``: depth without a unit, scored after scale-and-shift alignment, as a relative
+    model is), and the scene's simulated LiDAR prompt alone, upsampled (bilinear) to the ground truth, in metres."""
+    left, disparity = _motorcycle()
+    prompt_hw = reference.extra_shapes[0][2:]
+    lidar = builtin_prompt("motorcycle_left", prompt_hw)[0]
+    x = to_tensor(left, input_hw, normalize=True)
+    return {
+        "without_prompt": {**accuracy.score(depth_of(reference, x, input_hw, "reference without prompt"), disparity,
+                                            "depth"),
+                           "label": "upstream model without the prompt (prompt_depth=None), aligned by scale and shift"},
+        "prompt_alone": {**accuracy.score(lidar, disparity, "depth", to_metres=1.0),
+                         "label": f"the {prompt_hw[0]}x{prompt_hw[1]} LiDAR prompt alone, bilinear upsampling, metres"},
+    }
 
 
 def _space_units(refs: References, space: str | None) -> tuple[str, dict | None]:
@@ -120,7 +140,9 @@ def accuracy_block(refs: References, random_weights: bool, space: str | None = N
     return {"dataset": accuracy.DATASET, "method": accuracy.__doc__.split("\n\n")[1].replace("\n", " "),
             "space": space, "metric": metric, "meaningful": not random_weights,
             "note": accuracy.meaning(random_weights, space, metric),
-            "reference": accuracy_of(refs.reference, refs.input_hw, space=space, units=units)}
+            "reference": accuracy_of(refs.reference, refs.input_hw, space=space, units=units),
+            **({"baselines": prompt_baselines(refs.reference, refs.input_hw)}
+               if refs.spec is not None and refs.spec.prompted else {})}
 
 
 def figures_entry(refs: References, name: str) -> dict:
@@ -151,7 +173,7 @@ def apply(ctx, report: dict) -> None:
     try:
         refs = make_references(built.spec, built.weights, built.input_hw, built.model, normalized, images, threads,
                                fp64=needs_fp64(ctx, report), cache=ctx.cache or False, prompts=prompts,
-                               cache_id=ctx.cache_id, fp64_count=budget.count,
+                               cache_id=ctx.cache_id, fp64_count=budget.count, eager_count=budget.count,
                                eager_id=(tuple(built.rewrites), built.pos_formula, built.prompt_hw))
     except ModuleNotFoundError as exc:
         reason = (f"the upstream reference needs the Python package {exc.name!r}, which is not installed "
@@ -195,7 +217,7 @@ def reference_outputs(ctx, refs: References) -> None:
     if refs.reference64 is not None:
         wanted += [("reference64", name) for name in refs.fp64_names]
     if refs.eager is not None:
-        wanted += [("eager", name) for name in refs.names]
+        wanted += [("eager", name) for name in refs.eager_names]
     total = len(wanted)
     what = "reference outputs"
     ctx.detail(what, 0, total)
