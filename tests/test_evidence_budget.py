@@ -24,7 +24,8 @@ def test_the_budget_keeps_every_image_up_to_base_models_and_fewer_for_large_ones
     assert budget.count == want and budget.subset == (want < 6)
     assert budget.count == 1 or budget.count * budget.per_image <= BUDGET
     if budget.subset:
-        assert budget.line == f"float64 reference, FP16-compute prediction and depthport eager on {want} of 6 images (evidence budget)"
+        what = "float64 reference, FP16-compute prediction and depthport eager"
+        assert budget.line == f"{what} on {want} of 6 images (evidence budget)"
         assert budget.as_entry()["line"] == budget.line
     else:
         assert budget.line == "" and "line" not in budget.as_entry()
@@ -121,3 +122,31 @@ def test_evidence_images_must_be_all_or_a_positive_count(capsys):
     with pytest.raises(SystemExit):
         main(["export", "da2-tiny", "--evidence-images", "0", "--out", "x"])
     assert "must be 'all' or at least 1 image" in capsys.readouterr().err
+
+
+def test_depthports_model_waits_on_disk_while_the_float64_reference_runs(tmp_path, monkeypatch):
+    """With every model above the release size (as a Large one is), verify parks depthport's model after its eager
+    outputs (``verify.stage.park_eager``) and the export's figures are those of an export that keeps it."""
+    from depthport.cli import main
+    from depthport.verify import stage
+    from depthport.weights import load
+
+    def export(out):
+        args = ["export", "da2-tiny", "--weights", "random", "--size", f"{TINY_HW[0]}x{TINY_HW[1]}", "--targets",
+                "litert-fp32", "--skip", "ledger,bench", "--no-cache", "--out", str(out)]
+        assert main(args) == 0
+        return json.loads((out / "report.json").read_text())["artifacts"][0]
+
+    kept = export(tmp_path / "kept")
+    parked = []
+    park = stage.park_eager
+
+    def spy(ctx, refs):
+        park(ctx, refs)
+        parked.append(ctx.built._spill is not None and refs.eager.rebuild is not None)
+
+    monkeypatch.setattr(stage, "park_eager", spy)
+    monkeypatch.setattr(load, "RELEASE_BYTES", 0)
+    art = export(tmp_path / "parked")
+    assert parked == [True]
+    assert art["parity"] == kept["parity"] and art["status"] == kept["status"] == "shipped"

@@ -101,3 +101,18 @@ def test_a_corrupted_fp16_prediction_is_recomputed(tiny_built, tmp_path):
     assert predict_fp16(tiny_built.model, TINY_HW, cache=cache, cache_id=ident) == first and cache.hits == 1
     other = predict_fp16(tiny_built.model, TINY_HW, accumulate="fp32", cache=cache, cache_id=ident)
     assert cache.misses == 2 and other["accumulate"] == "fp32"
+
+
+def test_accuracy_takes_the_scenes_outputs_from_the_verification_set(tiny_built):
+    """The motorcycle scene is one of the built-in verification images: its reference output serves the accuracy
+    figures (one upstream run less), and gives the figures a separate run gives. A set without it runs the scene."""
+    from depthport.core.images import builtin_image
+    from depthport.verify.stage import accuracy_of, make_references, scene_name
+
+    images = [(name, builtin_image(name)) for name in ("chelsea", "motorcycle_left")]
+    refs = make_references(tiny_built.spec, tiny_built.weights, TINY_HW, None, True, images, 2, cache=False)
+    assert scene_name(refs) == "motorcycle_left"
+    reused = accuracy_of(refs.reference, TINY_HW, depth=refs.output("reference", "motorcycle_left"))
+    assert reused == accuracy_of(refs.reference, TINY_HW)
+    other = make_references(tiny_built.spec, tiny_built.weights, TINY_HW, None, True, images[:1], 2, cache=False)
+    assert scene_name(other) is None

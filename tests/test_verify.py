@@ -276,7 +276,7 @@ def test_verify_step_moves_a_failing_variant_to_not_shipped(tiny, tmp_path, imag
 
 
 def test_verify_stage_counts_its_work_for_the_time_left(tiny, tmp_path):
-    """The stage reports units of work: the reference outputs (upstream FP32 and float64, depthport eager) per image
+    """The stage reports units of work: the reference outputs (upstream FP32, depthport eager, float64) per image
     and layer, then each file's images, counted over all files; the progress turns the count into the time left."""
     from depthport.cli.progress import time_left
     from depthport.verify import stage as step
@@ -297,8 +297,8 @@ def test_verify_stage_counts_its_work_for_the_time_left(tiny, tmp_path):
     text, done, total = upstream[-1]  # counted in thousandths of an output, from the models' layers
     assert (text, done, total) == ("reference outputs: 18/18", 18000, 18000)
     assert any("reference outputs: 2/18 (upstream FP32), layers 1/" in c[0] for c in upstream)
-    assert any("12/18 (upstream float64), layers" in text for text, _, _ in upstream)
-    assert any("18/18 (depthport eager), layers" in text for text, _, _ in upstream)
+    assert any("12/18 (depthport eager), layers" in text for text, _, _ in upstream)
+    assert any("18/18 (upstream float64), layers" in text for text, _, _ in upstream)
     assert [d for _, d, _ in upstream] == sorted(d for _, d, _ in upstream)  # never counted back: the time left holds
     files = [c for c in counted if not c[0].startswith("reference outputs")]
     assert [(d, t) for text, d, t in files if "images" in text and ":" in text] == [

@@ -143,6 +143,28 @@ def test_released_weights_wait_on_disk_and_come_back_equal(tiny_spec):
     assert not os.path.exists(spill)  # the temporary file goes with the weights
 
 
+def test_a_released_model_waits_on_disk_and_comes_back_equal(tiny_spec):
+    """``Built.release``: every parameter and buffer (non-persistent ones included) emptied, and read back into the
+    same module objects by the next use of ``model``, which then computes what it computed before."""
+    import os
+
+    from depthport.build import build
+
+    built = build(tiny_spec, TINY_HW, "random")
+    x = image_batch(TINY_HW)
+    with torch.no_grad():
+        before = built.model(x)
+    module, count = built._model, built.parameter_count
+    assert not built.release()  # a tiny model stays in memory (below RELEASE_BYTES)
+    assert built.release(min_bytes=0) and os.path.getsize(built._spill) > 0
+    spill = built._spill
+    assert all(t.numel() == 0 for t in (*module.parameters(), *module.buffers()))
+    assert built.parameter_count == count and built.prompt_hw is None and built._spill == spill  # not read back
+    with torch.no_grad():
+        assert built.model is module and torch.equal(built.model(x), before)
+    assert built._spill is None and not os.path.exists(spill)
+
+
 # ------------------------------------------------------------------------------------------------------ fine-tunes
 def test_official_layout_in_safetensors_loads_as_official(tiny_spec, tiny_weights, official_pth, tmp_path):
     """Distill-Any-Depth publishes the official Depth-Anything-V2 key layout as .safetensors: the keys, not the

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import copy
+import os
+import tempfile
+import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterator
 
+import torch
 from torch import nn
 
 from . import rewrites as rw
 from .registry import get_spec
 from .spec import ModelSpec
 from .weights import LoadedWeights
+from .weights import load as weights_load
 
 # Random weights are drawn, and their output calibrated, on a model built at this shape, for every config: the
 # released models' pretraining shape. Kept fixed (not ``spec.pretrain_hw``) so a seed gives the same tensors.
@@ -20,17 +26,69 @@ RANDOM_CALIBRATION_HW = (518, 518)
 
 @dataclass
 class Built:
-    model: nn.Module
+    """The rewritten model and what it was built from. ``model`` is read back from a temporary file after
+    ``release``."""
+
+    _model: nn.Module
     spec: ModelSpec
     weights: LoadedWeights
     input_hw: tuple[int, int]
     pos_formula: str
     rewrites: list[str] = field(default_factory=list)
+    _spill: str | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self):
+        self.parameter_count = sum(p.numel() for p in self._model.parameters())
+
+    @property
+    def model(self) -> nn.Module:
+        if self._spill is not None:
+            from safetensors.torch import load_file
+
+            stored = load_file(self._spill)
+            for name, t in _tensors(self._model).items():
+                t.data = stored[name]
+            Path(self._spill).unlink(missing_ok=True)
+            self._spill = None
+        return self._model
+
+    def release(self, min_bytes: int | None = None) -> bool:
+        """Free the model's tensors while no stage needs it, when they are ``min_bytes`` (default: as for weights,
+        ``weights.load.RELEASE_BYTES``) or more, a Large model's 1.3 GB: written to a temporary safetensors file and
+        read back into the same parameters and buffers by the next use of ``model``. True if freed."""
+        if self._spill is not None:
+            return True
+        tensors = _tensors(self._model)
+        limit = weights_load.RELEASE_BYTES if min_bytes is None else min_bytes
+        if sum(t.numel() * t.element_size() for t in tensors.values()) < limit:
+            return False
+        from safetensors.torch import save_file
+
+        fd, path = tempfile.mkstemp(prefix="depthport-model-", suffix=".safetensors")
+        os.close(fd)
+        weakref.finalize(self, Path(path).unlink, missing_ok=True)
+        seen: set[int] = set()
+        stored = {}
+        for name, t in tensors.items():  # safetensors refuses tensors that share memory: those are copied
+            ptr = t.untyped_storage().data_ptr()
+            stored[name] = t.detach().contiguous() if ptr not in seen else t.detach().clone()
+            seen.add(ptr)
+        save_file(stored, path)
+        del stored
+        for t in tensors.values():
+            t.data = torch.empty(0, dtype=t.dtype)
+        self._spill = path
+        return True
 
     @property
     def prompt_hw(self) -> tuple[int, int] | None:
         """The prompt depth input's shape of a prompted model, else None."""
-        return getattr(self.model, "prompt_hw", None)
+        return getattr(self._model, "prompt_hw", None)
+
+
+def _tensors(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter and buffer (non-persistent ones included) by name, each once."""
+    return {**dict(model.named_parameters()), **dict(model.named_buffers())}
 
 
 def architecture(spec: ModelSpec, input_hw: tuple[int, int], pos_formula: str, confidence: bool = False,

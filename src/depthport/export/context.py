@@ -108,7 +108,7 @@ class ExportContext:
     def evidence_budget(self) -> EvidenceBudget:
         """How many verification images the float64 reference and the FP16-compute prediction run on, and the
         rewrite ledger's shape."""
-        params = sum(p.numel() for p in self.built.model.parameters())
+        params = self.built.parameter_count
         passes = len(ledger_rewrites(self.built.rewrites)) + 1
         return evidence_budget(params, self.built.input_hw, len(self.verification_set()[1]),
                                self.options.evidence_images, ledger_passes=passes)

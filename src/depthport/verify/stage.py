@@ -72,29 +72,51 @@ def _motorcycle():
     return accuracy.motorcycle()
 
 
-def accuracy_of(runner, input_hw: tuple[int, int], normalized: bool = True,
-                space: str = "inverse depth", units: dict | None = None) -> dict:
-    """Accuracy on the motorcycle scene; a metric output (``units``: ``ModelSpec.units()``) is scored in metres.
-    A prompted model gets the scene's simulated LiDAR prompt (``core.prompts.lidar_prompt``)."""
-    left, disparity = _motorcycle()
-    to_metres = accuracy.metres_factor(units, input_hw, (left.height, left.width))
+def _scene_inputs(runner, input_hw: tuple[int, int], normalized: bool = True) -> list[np.ndarray]:
+    """The motorcycle scene as ``runner`` takes it: the image, then (a prompted model) its simulated LiDAR prompt
+    (``core.prompts.lidar_prompt``)."""
+    left, _ = _motorcycle()
     extra = [prompt_input(builtin_prompt("motorcycle_left", shape[2:])[0], shape[2:], "motorcycle_left")
              for shape in getattr(runner, "extra_shapes", ())]
-    x = to_tensor(left, input_hw, normalize=normalized)
-    return accuracy.score(depth_of(runner, x, input_hw, "model", *extra), disparity, space, to_metres)
+    return [to_tensor(left, input_hw, normalize=normalized), *extra]
+
+
+def scene_name(refs: References) -> str | None:
+    """The verification image that is the motorcycle scene, with the inputs ``accuracy_of`` would feed (the same
+    pixels and prompt), so its outputs serve for accuracy too; None when the set has no such image."""
+    left, _ = _motorcycle()
+    want = np.asarray(left.convert("RGB"))
+    for name, image in refs.images:
+        if image.size == left.size and np.array_equal(np.asarray(image.convert("RGB")), want):
+            scene = _scene_inputs(refs.reference, refs.input_hw)
+            if all(np.array_equal(a, b) for a, b in zip(scene[1:], refs.extra(name))):
+                return name
+    return None
+
+
+def accuracy_of(runner, input_hw: tuple[int, int], normalized: bool = True,
+                space: str = "inverse depth", units: dict | None = None, depth: np.ndarray | None = None) -> dict:
+    """Accuracy on the motorcycle scene; a metric output (``units``: ``ModelSpec.units()``) is scored in metres.
+    ``depth``: the runner's output on the scene when it was computed already (``scene_name``)."""
+    left, disparity = _motorcycle()
+    to_metres = accuracy.metres_factor(units, input_hw, (left.height, left.width))
+    if depth is None:
+        x, *extra = _scene_inputs(runner, input_hw, normalized)
+        depth = depth_of(runner, x, input_hw, "model", *extra)
+    return accuracy.score(depth, disparity, space, to_metres)
 
 
 def prompt_baselines(reference: TorchRunner, input_hw: tuple[int, int]) -> dict:
     """What a prompted model's accuracy on the motorcycle scene compares with: the same upstream model with no prompt
     (transformers' ``prompt_depth=None``: depth without a unit, scored after scale-and-shift alignment, as a relative
     model is), and the scene's simulated LiDAR prompt alone, upsampled (bilinear) to the ground truth, in metres."""
-    left, disparity = _motorcycle()
+    _, disparity = _motorcycle()
     prompt_hw = reference.extra_shapes[0][2:]
     lidar = builtin_prompt("motorcycle_left", prompt_hw)[0]
-    x = to_tensor(left, input_hw, normalize=True)
+    x = _scene_inputs(reference, input_hw)[0]
+    without = depth_of(reference, x, input_hw, "reference without prompt")
     return {
-        "without_prompt": {**accuracy.score(depth_of(reference, x, input_hw, "reference without prompt"), disparity,
-                                            "depth"),
+        "without_prompt": {**accuracy.score(without, disparity, "depth"),
                            "label": "upstream model without the prompt (prompt_depth=None), aligned by scale and shift"},
         "prompt_alone": {**accuracy.score(lidar, disparity, "depth", to_metres=1.0),
                          "label": f"the {prompt_hw[0]}x{prompt_hw[1]} LiDAR prompt alone, bilinear upsampling, metres"},
@@ -121,7 +143,9 @@ def verify_file(path: Path, refs: References, threads: int, normalized: bool = T
         record["compute"], record["compute_reason"] = found["mode"], found["reason"]
     if refs.reference64 is None:
         record["skipped"] = ["fp64_error_ratio"]
-    return record, accuracy_of(runner, refs.input_hw, normalized, *_space_units(refs, space)), outputs
+    scene = scene_name(refs)
+    return record, accuracy_of(runner, refs.input_hw, normalized, *_space_units(refs, space),
+                               depth=outputs[scene] if scene else None), outputs
 
 
 def summary_block(refs: References, source: str, threads: int, random_weights: bool,
@@ -136,11 +160,12 @@ def summary_block(refs: References, source: str, threads: int, random_weights: b
 
 def accuracy_block(refs: References, random_weights: bool, space: str | None = None) -> dict:
     space, units = _space_units(refs, space)
-    metric = bool((units or {}).get("metric"))
+    metric, scene = bool((units or {}).get("metric")), scene_name(refs)
     return {"dataset": accuracy.DATASET, "method": accuracy.__doc__.split("\n\n")[1].replace("\n", " "),
             "space": space, "metric": metric, "meaningful": not random_weights,
             "note": accuracy.meaning(random_weights, space, metric),
-            "reference": accuracy_of(refs.reference, refs.input_hw, space=space, units=units),
+            "reference": accuracy_of(refs.reference, refs.input_hw, space=space, units=units,
+                                     depth=refs.output("reference", scene) if scene else None),
             **({"baselines": prompt_baselines(refs.reference, refs.input_hw)}
                if refs.spec is not None and refs.spec.prompted else {})}
 
@@ -208,16 +233,28 @@ def record_references(report: dict, refs: References, source: str, threads: int,
 KINDS = {"reference": "upstream FP32", "reference64": "upstream float64", "eager": "depthport eager"}
 
 
+def park_eager(ctx, refs: References) -> None:
+    """Every eager output is in: depthport's model waits on disk while the float64 model runs (``Built.release``),
+    and the eager runner reads it back if it runs again."""
+    eager, built = refs.eager, ctx.built
+    if eager.built is not built.model or not built.release():
+        return
+    refs.eager = TorchRunner(None, refs.input_hw, eager.threads, eager.runtime, extra_shapes=eager.extra_shapes,
+                             rebuild=lambda: built.model)
+    give_back()
+
+
 def reference_outputs(ctx, refs: References) -> None:
-    """Every image's reference outputs (upstream FP32, upstream float64 where asked, depthport's eager model),
+    """Every image's reference outputs (upstream FP32, depthport's eager model, upstream float64 where asked),
     computed (or read from the cache) before any file is loaded: the progress counts them (images n/N, layers n/N,
     the time left), and no file's runtime is in memory beside a model's activations. One upstream model is in
-    memory at a time, and both are freed at the end (built again if another shape needs them)."""
+    memory at a time, depthport's waits on disk while the float64 one runs (``park_eager``), and the upstream
+    models are freed at the end (built again if another shape needs them)."""
     wanted = [("reference", name) for name in refs.names]
-    if refs.reference64 is not None:
-        wanted += [("reference64", name) for name in refs.fp64_names]
     if refs.eager is not None:
         wanted += [("eager", name) for name in refs.eager_names]
+    if refs.reference64 is not None:
+        wanted += [("reference64", name) for name in refs.fp64_names]
     total = len(wanted)
     what = "reference outputs"
     ctx.detail(what, 0, total)
@@ -235,9 +272,8 @@ def reference_outputs(ctx, refs: References) -> None:
             if kind != "reference" and refs.reference.built is not None:
                 refs.reference.release()  # every FP32 output is in: one upstream model in memory at a time
                 give_back()
-            if kind == "eager" and refs.reference64 is not None and refs.reference64.built is not None:
-                refs.reference64.release()
-                give_back()
+            if kind == "reference64" and refs.eager is not None and refs.eager.rebuild is None:
+                park_eager(ctx, refs)
             at.update(i=i, kind=KINDS[kind])
             refs.output(kind, name)
             ctx.detail(f"{what}: {i}/{total}", i * 1000, total * 1000)
