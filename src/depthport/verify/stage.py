@@ -40,8 +40,8 @@ def make_references(spec, weights, input_hw, eager_model, eager_normalized: bool
     the on-disk evidence cache (``cache``: True for the default one, or the cache to use) unless ``cache`` is
     False. ``cache_id``: (model id, weights digest) when the caller has it already. ``fp64_count``: the float64
     reference runs on the first this-many images (the evidence budget), all by default; ``eager_count`` the same for
-    ``eager_model``. ``eager_id`` (what
-    ``eager_model`` is beyond the weights: its rewrites and position formula) keeps its outputs in the cache too."""
+    ``eager_model``. ``eager_id`` (what ``eager_model`` is beyond the weights: its rewrites and position formula)
+    keeps its outputs in the cache too."""
     hw = tuple(input_hw)
     extra = (next(iter(prompts.values())).shape,) if prompts else ()
     eager = TorchRunner(eager_model, hw, threads, "depthport-eager") if eager_model is not None else None
