@@ -132,3 +132,16 @@ def test_a_torch_runner_runs_attention_in_blocks_of_query_rows():
     probe = _Probe()
     TorchRunner(probe, (4, 4)).run(np.zeros((1, 3, 4, 4), np.float32))
     assert probe.seen == QUERY_CHUNK_BYTES
+
+
+def test_a_runner_hands_back_what_building_its_model_freed(monkeypatch):
+    """A runner that builds its model on first use (``rebuild``) gives the C heap back right after: the weights read
+    back and the float32 tensors cast to float64 would otherwise sit in the resident set under the forward pass."""
+    from depthport.runtimes import torch as runner_module
+
+    calls = []
+    monkeypatch.setattr(runner_module, "give_back", lambda: calls.append("give_back"))
+    runner = TorchRunner(None, (4, 4), dtype=torch.float64, rebuild=lambda: (calls.append("build"), _Probe())[1])
+    runner.run(np.zeros((1, 3, 4, 4), np.float32))
+    runner.run(np.zeros((1, 3, 4, 4), np.float32))
+    assert calls == ["build", "give_back"]

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..core.memory import give_back
 from ..models.layers import query_chunks
 from .conv_bands import BandedConv
 
@@ -88,6 +89,7 @@ class TorchRunner:
     def model(self) -> nn.Module:
         if self._model is None:
             self._model = self.rebuild().eval().to(self.dtype)
+            give_back()  # what building it freed (the weights read back, float32 tensors cast to float64)
         return self._model
 
     @property
