@@ -208,7 +208,11 @@ def test_verify_reads_hub_weights_from_the_report(tiny_reference, tmp_path, monk
     capsys.readouterr()
     rc = main(["verify", str(out / "da2_tiny_fp32.tflite"), "--images", str(one_image), "--out", str(tmp_path / "v")])
     assert rc == 0, capsys.readouterr().err
-    assert read_report(tmp_path / "v" / "report.json")["artifacts"][0]["checks"]["parity"]["state"] == "pass"
+    verified = read_report(tmp_path / "v" / "report.json")
+    assert verified["artifacts"][0]["checks"]["parity"]["state"] == "pass"
+    header = ("model", "weights", "random_weights", "input_shape", "output", "output_space", "output_units")
+    assert {k: verified[k] for k in header} == {k: report[k] for k in header}  # one header builder for both
+    assert verified["command"].startswith("depthport verify") and verified["versions"] == report["versions"]
 
 
 def test_old_report_is_a_clear_error(tmp_path, capsys):

@@ -433,3 +433,6 @@ def test_verify_command_feeds_the_prompts_to_a_web_folder(web_exported, tmp_path
     assert verified["verify"]["prompts"] == {"cat.png": "cat.prompt.png"}
     assert verified["prompt_shape"] == [1, 1, 192, 256]
     assert verified["artifacts"][0]["checks"]["parity"]["state"] == "pass"
+    for key in ("output", "output_units", "prompt", "output_space"):  # the export's header (a builder each, before)
+        assert verified[key] == report[key], key
+    assert verified["output_units"]["label"] == "m"

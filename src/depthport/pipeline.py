@@ -15,7 +15,6 @@ from .bench import stage as bench_stage
 from .build import build, build_steps
 from .check import stage as check_stage
 from .core.memory import give_back
-from .core.provenance import machine, versions
 from .core.schema import dumps
 from .errors import InputError
 from .export.context import ExportContext, StageOptions
@@ -23,6 +22,7 @@ from .export.targets import TARGETS
 from .outdir import require_folder, staged, written
 from .registry import ModelSpec, get_spec
 from .report import card_stage
+from .report import header as report_header
 from .report import stage as report_stage
 from .rewrites import default_rewrites
 from .verify import stage as verify_stage
@@ -162,10 +162,6 @@ def base_model(spec: ModelSpec, weights) -> str | None:
     return spec.hf_repo or spec.official_repo or None
 
 
-PROMPT_LINE = ("second input 'prompt': coarse metric depth in metres (a phone's LiDAR / ToF map), min-max "
-               "normalised inside the model; the output is stretched back to its range")
-
-
 def base_model_chain(spec: ModelSpec, weights) -> list[str]:
     """``base_model`` followed by what that checkpoint says it was fine-tuned from (its model card or config)."""
     first = base_model(spec, weights)
@@ -174,28 +170,17 @@ def base_model_chain(spec: ModelSpec, weights) -> list[str]:
 
 def new_report(opts: ExportOptions, spec: ModelSpec, built) -> dict:
     """report.json before the stages fill in the artifacts and their checks."""
-    return {
-        "model": spec.id,
-        "weights": built.weights.argument,
-        "random_weights": built.weights.random,
-        "weights_detail": {"source": built.weights.source, "format": built.weights.format,
-                           "revision": built.weights.revision, "licence": spec.licence,
-                           "licence_note": spec.licence_note or None, "non_commercial": spec.non_commercial},
-        "base_model": base_model(spec, built.weights),
-        "base_model_chain": base_model_chain(spec, built.weights),
-        "input_shape": [1, 3, *opts.input_hw],
-        **({"prompt_shape": [1, 1, *built.prompt_hw], "prompt": PROMPT_LINE} if built.prompt_hw else {}),
-        "output": spec.output,
-        "output_space": spec.output_space,
-        "output_units": spec.units(),
-        "normalization": "folded (input RGB 0..1)" if opts.fold_normalization else "ImageNet mean/std, RGB, x/255",
-        "pos_embed_formula": built.pos_formula,
-        "rewrites": built.rewrites,
-        "targets": list(opts.targets),
-        "command": opts.command,
-        "versions": versions(),
-        "machine": machine(),
-        "skipped": sorted(opts.stages.skip),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "artifacts": [],
-    }
+    return report_header.new_report(
+        spec, built, opts.command,
+        weights_detail={"source": built.weights.source, "format": built.weights.format,
+                        "revision": built.weights.revision, "licence": spec.licence,
+                        "licence_note": spec.licence_note or None, "non_commercial": spec.non_commercial},
+        base_model=base_model(spec, built.weights),
+        base_model_chain=base_model_chain(spec, built.weights),
+        normalization="folded (input RGB 0..1)" if opts.fold_normalization else "ImageNet mean/std, RGB, x/255",
+        pos_embed_formula=built.pos_formula,
+        rewrites=built.rewrites,
+        targets=list(opts.targets),
+        skipped=sorted(opts.stages.skip),
+        started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    )

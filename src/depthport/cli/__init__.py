@@ -8,6 +8,7 @@ import os
 import sys
 
 from .. import quiet
+from ..core.provenance import command_line
 from . import bench, card, check, export, models, predict, serve, verify
 
 COMMANDS = {"models": models, "export": export, "predict": predict, "check": check, "verify": verify,
@@ -37,6 +38,7 @@ def known_errors() -> tuple[type[BaseException], ...]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.command_line = command_line(argv)  # what report.json records (main(argv) from Python too)
     try:
         return int(args.handler(args) or 0)
     except known_errors() as exc:

@@ -89,7 +89,6 @@ def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
 def options_from(args):
     """The typed export options from the parsed arguments; every bad value is refused before any work."""
     from ..core.images import image_set
-    from ..core.provenance import command_line
     from ..errors import InputError
     from ..export.context import StageOptions
     from ..outdir import require_folder
@@ -111,7 +110,7 @@ def options_from(args):
                          targets=parse_targets(args.targets), resize=args.resize,
                          fold_normalization=args.fold_normalization, pos_formula=args.pos_embed,
                          fp16_safe=("norm", "attention") if args.fp16_safe else ("norm",) if args.fp16_safe_norm else (),
-                         prompt_hw=prompt_size(args, spec, parse_size), command=command_line(), stages=stages)
+                         prompt_hw=prompt_size(args, spec, parse_size), command=args.command_line, stages=stages)
     thresholds(args.gate)
     if args.images:
         _, images = image_set(args.images)

@@ -68,13 +68,13 @@ def run(args) -> int:
     from ..core.evidence_budget import evidence_budget
     from ..core.images import image_set
     from ..core.prompts import prompt_set
-    from ..core.provenance import command_line, machine, versions
     from ..core.schema import PASS, dumps
     from ..export.context import ExportContext, StageOptions
     from ..export.targets import FP16_PTE_TARGETS
     from ..preprocess import parse_size
     from ..quiet import native_stderr_muted
     from ..registry import get_spec
+    from ..report.header import new_report
     from ..report.html import write_html
     from ..rewrites import default_rewrites
     from ..runtimes import load_runner
@@ -126,13 +126,7 @@ def run(args) -> int:
                                    eager_count=budget.count)
         except ModuleNotFoundError as exc:
             raise MissingDependency(exc.name or "?", f"the upstream reference of {spec.id}") from None
-        report = {"command": command_line(), "model": spec.id,
-                  "weights": built.weights.argument,
-                  "random_weights": built.weights.random, "input_shape": [1, 3, *input_hw],
-                  "output": spec.output, "output_space": spec.output_space, "output_units": spec.units(),
-                  "versions": versions(), "machine": machine(), "artifacts": []}
-        if prompt_hw:
-            report["prompt_shape"] = [1, 1, *prompt_hw]
+        report = new_report(spec, built, args.command_line)
         record_references(report, refs, source, threads, built.weights.random, prompt_origins=origins)
         report["evidence_budget"] = budget.as_entry()
         unit = gates.unit_label(spec.units())

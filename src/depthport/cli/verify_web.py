@@ -59,9 +59,9 @@ def measure(args, folder: Path, config: dict):
 
 def run_web(args, paths: list[Path]) -> int:
     from ..atomic import write_bytes, write_text
-    from ..core.provenance import command_line, machine, versions
     from ..core.schema import SHIPPED, UNVERIFIED, Verdict, dumps, file_status, set_check, skipped_only
     from ..quiet import native_stderr_muted
+    from ..report.header import new_report
     from ..report.html import write_html
     from ..verify import gates, web_folder
     from ..verify.stage import figures_entry, summary_block
@@ -80,7 +80,7 @@ def run_web(args, paths: list[Path]) -> int:
            "web": {"runtime": config["runtime"], "model_file": config["model_file"]}}
     web_folder.record(art, result)
     thresholds = gates.thresholds(args.gate, built.spec.metric)
-    art["gate"] = gates.evaluate(art["parity"], "fp32", thresholds)
+    art["gate"] = gates.evaluate(art["parity"], "fp32", thresholds, gates.unit_label(built.spec.units()))
     set_check(art, "parity", Verdict.from_dict(art["gate"]), required=True)
     art["status"], art["status_reason"] = file_status(art)
     out = Path(args.out) if args.out else folder.parent / f"verify-{folder.name}"
@@ -92,13 +92,10 @@ def run_web(args, paths: list[Path]) -> int:
         write_bytes(out / "screenshot.png", result.screenshot)
         art["browser"]["screenshot"] = "screenshot.png"
         figures["screenshots"] = {target: result.screenshot}
-    report = {"command": command_line(), "model": built.spec.id,
-              **({"prompt_shape": config["prompt_shape"]} if config.get("prompt_shape") else {}),
-              "weights": built.weights.argument,
-              "random_weights": built.weights.random, "input_shape": config["input_shape"], "versions": versions(),
-              "machine": machine(),
-              "verify": summary_block(refs, source, args.threads, built.weights.random, prompt_origins),
-              "gates": thresholds, "artifacts": [art]}
+    report = new_report(built.spec, built, args.command_line,
+                        verify=summary_block(refs, source, args.threads, built.weights.random, prompt_origins),
+                        gates=thresholds)
+    report["artifacts"].append(art)
     write_text(out / "report.json", dumps(report))
     write_html(out / "report.html", report, figures)
     print_web(report, out)

@@ -48,7 +48,8 @@ def sq_err(a, b) -> tuple[float, float]:
     return float(((a - b) ** 2).sum()), float((b * b).sum())
 
 
-def _root_ratio(err: float, ref: float) -> float:
+def root_ratio(err: float, ref: float) -> float:
+    """sqrt(err / ref): the relative L2 error from ``sq_err``'s two sums."""
     if not math.isfinite(err):
         return float("inf")
     return float(np.sqrt(err / ref)) if ref > 0 else (0.0 if err == 0 else float("inf"))
@@ -56,13 +57,13 @@ def _root_ratio(err: float, ref: float) -> float:
 
 def rel_l2(a, b) -> float:
     """||a - b|| / ||b|| in float64 (0 when both are zero, inf when ``b`` alone is)."""
-    return _root_ratio(*sq_err(a, b))
+    return root_ratio(*sq_err(a, b))
 
 
 def pooled_rel_l2(pairs) -> float:
     """sqrt(sum_i ||a_i - b_i||^2 / sum_i ||b_i||^2) over (a, b) pairs."""
     sums = [sq_err(a, b) for a, b in pairs]
-    return _root_ratio(sum(s[0] for s in sums), sum(s[1] for s in sums))
+    return root_ratio(sum(s[0] for s in sums), sum(s[1] for s in sums))
 
 
 def max_abs(a, b) -> float:
@@ -91,7 +92,7 @@ def mean_abs(a, b) -> float:
 
 def image_metrics(a, b) -> dict:
     err, ref = sq_err(a, b)
-    return {"pearson": pearson(a, b), "rel_l2": _root_ratio(err, ref), "max_abs": max_abs(a, b),
+    return {"pearson": pearson(a, b), "rel_l2": root_ratio(err, ref), "max_abs": max_abs(a, b),
             "mean_abs": mean_abs(a, b), "delta125": delta125(a, b), "_sq_err": err, "_sq_ref": ref}
 
 
@@ -108,7 +109,7 @@ def summarize(per_image: list[dict]) -> dict:
         "images": len(per_image),
         "pearson_worst": float(min(corr)),
         "pearson_median": float(np.median(corr)),
-        "rel_l2_pooled": _root_ratio(err, ref),
+        "rel_l2_pooled": root_ratio(err, ref),
         "max_abs": float(max(m["max_abs"] for m in per_image)),
         "mean_abs_worst": float(max(mean)),
         "mean_abs_median": float(np.median(mean)),

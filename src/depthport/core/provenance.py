@@ -31,5 +31,6 @@ def machine() -> dict:
     return machine_info()
 
 
-def command_line() -> str:
-    return shlex.join(["depthport", *sys.argv[1:]])
+def command_line(argv: list[str] | None = None) -> str:
+    """The command as typed: 'depthport ' and ``argv`` (default: this process's arguments)."""
+    return shlex.join(["depthport", *(sys.argv[1:] if argv is None else argv)])
