@@ -272,7 +272,7 @@ def _report(spec: ModelSpec, made: TinyExport, folder):
     report["artifacts"].append(artifact_entry(ctx, path, "litert-fp32", precision="fp32"))
     for stage in STAGES:
         if stage.name in ("check", "verify", "card"):
-            stage.run(ctx, report)
+            stage.apply(ctx, report)
     (folder / "report.json").write_text(dumps(report))
     return folder, path
 

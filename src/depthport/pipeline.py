@@ -66,8 +66,6 @@ def ledger_stage(ctx: ExportContext, report: dict) -> None:
     from .preprocess import to_tensor
     from .rewrites.ledger import ledger_rewrites, measure
 
-    if ctx.options.skips("ledger"):
-        return
     b = ctx.built
     hw = ctx.evidence_budget.ledger_hw
     x = to_tensor(Image.fromarray(skimage.data.chelsea()), hw)
@@ -101,15 +99,28 @@ def export_stage(ctx: ExportContext, report: dict) -> None:
 
 @dataclass(frozen=True)
 class Stage:
+    """One stage; ``skipped`` records in the report what skipping it on request (``--skip``) leaves unmeasured."""
+
     name: str
     run: Callable[[ExportContext, dict], None]
+    skipped: Callable[[ExportContext, dict], None] | None = None
+
+    def skips(self, ctx: ExportContext) -> bool:
+        return ctx.options.skips(self.name.split()[-1])
+
+    def apply(self, ctx: ExportContext, report: dict) -> None:
+        """The stage, or what skipping it on request leaves in the report: the one place ``--skip`` is read."""
+        if not self.skips(ctx):
+            self.run(ctx, report)
+        elif self.skipped is not None:
+            self.skipped(ctx, report)
 
 
 STAGES = (
     Stage("rewrite ledger", ledger_stage),
     Stage("export", export_stage),
     Stage("check", check_stage.apply),
-    Stage("verify", verify_stage.apply),
+    Stage("verify", verify_stage.apply, verify_stage.skipped),
     Stage("bench", bench_stage.apply),
     Stage("report", report_stage.apply),
     Stage("card", card_stage.apply),
@@ -142,10 +153,9 @@ def run_export(opts: ExportOptions, progress=None) -> dict:
         ctx = ExportContext(built, folder, spec.id.replace("-", "_"), options=opts.stages, progress=progress)
         report = new_report(opts, spec, built)
         report["evidence_budget"] = ctx.evidence_budget.as_entry()
-        for stage in STAGES:  # a stage skipped on request records that itself (verify: every file unverified)
-            skipped = ctx.options.skips(stage.name.split()[-1])
-            with progress.stage(stage.name + (" (skipped on request)" if skipped else "")):
-                stage.run(ctx, report)
+        for stage in STAGES:
+            with progress.stage(stage.name + (" (skipped on request)" if stage.skips(ctx) else "")):
+                stage.apply(ctx, report)
                 built.weights.release()  # a Large model's weights wait on disk until a stage needs them
                 give_back()
         report["written_files"] = written(folder) + ["report.json"]

@@ -20,8 +20,6 @@ SLOW_MS = 5000.0  # a file whose warm-up call takes longer is timed once a round
 
 
 def apply(ctx, report: dict) -> None:
-    if ctx.options.skips("bench"):
-        return
     threads = ctx.options.threads
     entries, timed = [], []
     for art in report["artifacts"]:

@@ -7,5 +7,4 @@ from .card import render
 
 
 def apply(ctx, report: dict) -> None:
-    if not ctx.options.skips("card"):
-        write_text(ctx.out_dir / "README.md", render(report))
+    write_text(ctx.out_dir / "README.md", render(report))

@@ -6,7 +6,5 @@ from .html import write_html
 
 
 def apply(ctx, report: dict) -> None:
-    if ctx.options.skips("report"):
-        return
     report["report_html"] = "report.html"
     write_html(ctx.out_dir / "report.html", report, ctx.figures)

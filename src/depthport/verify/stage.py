@@ -182,13 +182,15 @@ def needs_fp64(ctx, report: dict) -> bool:
     return not ctx.options.no_fp64 and any(a.get("precision") == "fp32" for a in report["artifacts"])
 
 
+def skipped(ctx, report: dict) -> None:
+    """``--skip verify``: every file's parity is not measured, so none ships (each is unverified)."""
+    for art in report["artifacts"]:
+        art["parity"] = {"not_measured": "verification skipped on request (--skip verify)", "cause": SKIPPED}
+    gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.gates, ctx.built.spec.metric), ctx.files)
+
+
 def apply(ctx, report: dict) -> None:
     thresholds = gates.thresholds(ctx.options.gates, ctx.built.spec.metric)
-    if ctx.options.skips("verify"):
-        for art in report["artifacts"]:
-            art["parity"] = {"not_measured": "verification skipped on request (--skip verify)", "cause": SKIPPED}
-        gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)
-        return
     threads = ctx.options.threads
     source, images, prompts, origins = ctx.verification_set()
     built = ctx.built
