@@ -92,6 +92,41 @@ def test_safe_norm_is_a_registered_rewrite_exact_on_the_tiny_model(tiny_spec, ti
         build(tiny_spec, TINY_HW, tiny_weights, rewrites=["fp16_safe_norm"])
 
 
+def _call_ops(model: nn.Module, x: torch.Tensor) -> list[str]:
+    """The ops of ``model``'s exported graph, in order."""
+    graph = torch.export.export(model, (x,)).graph
+    return [str(node.target) for node in graph.nodes if node.op == "call_function"]
+
+
+def test_safe_stream_is_exact_free_and_keeps_the_norms_finite_under_trained_weight_outliers(tiny_spec, tiny_weights):
+    """fp16_safe_stream: the default export's residual stream k times smaller. FP32 output bit for bit the same, the
+    same ops, and on stress weights (planted residual outliers) the norms no longer overflow in FP16; what overflows
+    then is Q·Kᵀ, which the opt-in attention guard covers."""
+    from depthport.build import build
+    from depthport.fp16.safe import default_scale
+    from depthport.registry import get_spec
+    from depthport.rewrites import REWRITES, default_rewrites
+
+    names = default_rewrites()
+    without = [n for n in names if n != "fp16_safe_stream"]
+    assert "fp16_safe_stream" in names and REWRITES["fp16_safe_stream"].exact
+    x = image_batch(TINY_HW, seed=5)
+    for weights in (tiny_weights, "stress"):
+        plain = build(tiny_spec, TINY_HW, weights, rewrites=without).model
+        scaled = build(tiny_spec, TINY_HW, weights, rewrites=names).model
+        with torch.no_grad():
+            assert torch.equal(scaled(x), plain(x))
+    assert _call_ops(scaled, x) == _call_ops(plain, x)
+    norms = [n for n in scaled.encoder.modules() if isinstance(n, ScaleNorm)]
+    k = default_scale(scaled.encoder.cfg.dim)  # the power of two nearest sqrt(C): 4 for the tiny C = 32
+    assert k > 1 and norms and all(n.stream_scale == k for n in norms)
+    before, after = simulate_fp16(plain, x).overflow_layers, simulate_fp16(scaled, x).overflow_layers
+    assert any("norm" in layer for layer in before)
+    assert not any("norm" in layer for layer in after) and any("attn" in layer for layer in after)
+    prompted = build(get_spec("prompt-da-tiny"), TINY_HW, "random", rewrites=names).model  # not a DA-V2 encoder
+    assert not any(hasattr(n, "stream_scale") for n in prompted.modules())
+
+
 def test_safe_norm_needs_folded_norms(tiny_spec, tiny_weights):
     from depthport.build import build
 
@@ -200,8 +235,9 @@ def test_fp16_ledger_names_what_each_group_would_buy(tiny_built):
 
 def test_stress_weights_overflow_norms_then_attention_and_the_guards_remove_both():
     """Trained-weight outliers planted in random weights: the plain graph's prediction names the norm overflow;
-    with the norm guarded, Q·Kᵀ overflows in the attention block it was planted in; with both guards nothing
-    overflows and FP16 stays within the FP16 floor. FP32 is bit-identical with and without the guards."""
+    with the norm guarded (the default export's fp16_safe_stream, or fp16_safe_norm), Q·Kᵀ overflows in the attention
+    block it was planted in; with both guards nothing overflows and FP16 stays within the FP16 floor. FP32 is
+    bit-identical with and without the guards."""
     from depthport.build import build
     from depthport.rewrites import REWRITES, default_rewrites
     from depthport.weights.stress import ATTENTION_BLOCK, LOGIT_TARGET
@@ -210,15 +246,18 @@ def test_stress_weights_overflow_norms_then_attention_and_the_guards_remove_both
     x = image_batch(TINY_HW, seed=4)
     models = {g: build("da2-tiny", TINY_HW, "stress", rewrites=default_rewrites(fp16_safe=g)).model
               for g in ((), ("norm",), ("norm", "attention"))}
+    unguarded = [n for n in default_rewrites() if n != "fp16_safe_stream"]
+    models["plain"] = build("da2-tiny", TINY_HW, "stress", rewrites=unguarded).model
     assert build("da2-tiny", TINY_HW, "stress").weights.random
     with torch.no_grad():
         outs = {g: m(x) for g, m in models.items()}
     assert all(torch.equal(o, outs[()]) for o in outs.values())
-    plain = simulate_fp16(models[()], x)
+    plain = simulate_fp16(models["plain"], x)
     assert plain.needs_enforce_f32 and plain.events[0].layer.endswith("norm1") and plain.events[0].op == "mul"
     assert plain.max_abs_fp32 > FP16_MAX and plain.max_abs_layer == f"encoder.blocks.{ATTENTION_BLOCK}.attn"
-    normed = simulate_fp16(models[("norm",)], x)
-    assert [(e.layer, e.op) for e in normed.events][:1] == [(f"encoder.blocks.{ATTENTION_BLOCK}.attn", "matmul")]
+    for guarded in ((), ("norm",)):
+        normed = simulate_fp16(models[guarded], x)
+        assert [(e.layer, e.op) for e in normed.events][:1] == [(f"encoder.blocks.{ATTENTION_BLOCK}.attn", "matmul")]
     assert plain.max_abs_fp32 > LOGIT_TARGET / 2
     for accumulate in ("fp16", "xnnpack"):
         safe = simulate_fp16(models[("norm", "attention")], x, accumulate=accumulate)

@@ -52,6 +52,8 @@ class LinearMeanNorm(nn.Module):
         self.centered = getattr(norm, "centered", False)
         if isinstance(norm, Fp16SafeScaleNorm):  # already pre-scaled (the fp16_safe_norm rewrite): keep its scale
             scale, eps = 1.0 / norm.k, norm.eps.detach()
+        elif getattr(norm, "stream_scale", 1) != 1:  # its input is already 1/k (the fp16_safe_stream rewrite)
+            scale, eps = 1.0, norm.eps.detach()
         else:
             scale = fp16_norm_scale(dim) if fp16_range else 1.0
             eps = norm.eps.detach() * scale**2

@@ -11,6 +11,14 @@ exactly k * rsqrt(v) for k^2 an even power of two), while ``d * d`` now overflow
 (4096 for C = 384). It costs one MUL per norm. ``depthport.rewrites`` lists it as the rewrite
 ``fp16_safe_norm``; it acts on ScaleNorm, so it goes after ``fold_layernorm``.
 
+``fp16_safe_stream`` does the same for every norm of a Depth Anything V2 encoder at no cost: the whole residual
+stream is carried k times smaller. Every write to it (patch embedding, class and position embeddings, attention and
+MLP outputs) has 1/k folded into its weights, and its readers, all of them norms, take eps / k^2. Scaling by a
+power of two is exact, so the FP32 output is the same bit for bit, the graph has the same ops, and in FP16 the
+norms' squared inputs stay finite up to |x| < 256 k (4096 for C = 384, 8192 for C = 1024), where trained DINOv2
+backbones carry residual channels several hundred large. Values below 2^-14 k become FP16 subnormals; they carry
+little of a norm's variance.
+
 ``fp16_safe_attention`` guards the attention logits. Q·Kᵀ between high-norm tokens of trained backbones can pass
 65504 (inf, then NaN in softmax). The rewrite computes Q and K each ``ATTENTION_SHIFT`` (16) times smaller
 (a power of two folded into their weights: exact) and restores the logits inside the softmax as
@@ -65,6 +73,26 @@ def fp16_safe_norm(model: nn.Module) -> None:
                 replaced += 1
     if not replaced and any(isinstance(m, nn.LayerNorm) for m in model.modules()):
         raise ValueError("fp16_safe_norm acts on folded norms: apply fold_layernorm first")
+
+
+@torch.no_grad()
+def fp16_safe_stream(model: nn.Module) -> None:
+    from ..models.depth_anything_v2 import DepthAnythingV2
+
+    if not isinstance(model, DepthAnythingV2):
+        return
+    enc = model.encoder
+    norms = [n for b in enc.blocks for n in (b.norm1, b.norm2)] + [enc.norm]
+    if not all(isinstance(n, ScaleNorm) for n in norms):
+        raise ValueError("fp16_safe_stream moves the norms' epsilon: apply fold_layernorm first")
+    k = default_scale(enc.cfg.dim)
+    writers = [enc.patch_embed] + [m for b in enc.blocks for m in (b.attn.proj, b.mlp.fc2)]
+    for t in [enc.cls_token, enc.pos_embed, enc.baked_pos_embed] + [p for m in writers for p in (m.weight, m.bias)]:
+        if t is not None:
+            t.mul_(1.0 / k)
+    for norm in norms:
+        norm.eps.div_(k * k)
+        norm.stream_scale = k
 
 
 ATTENTION_SHIFT = math.isqrt(int(LOGIT_GUARD))  # Q and K are each computed this much smaller (16)

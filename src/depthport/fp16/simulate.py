@@ -31,7 +31,8 @@ Three accumulation modes (``ACCUMULATE``), one per kind of FP16 device:
   one rounding to float16 per product, in order along the reduction. Softmax (``raddstoreexpminusmax``)
   computes exp in FP16 and sums it in FP16 vector lanes (``lanes``, 32 for AVX-512 FP16) before one
   horizontal sum; mean-type reductions accumulate in float32 (the ``f32acc`` rsum kernels) and round once.
-  This costs one tensor operation per product along the reduction: minutes per image at full size.
+  This costs one in-place tensor operation per product along the reduction, about 1.3e10 products a second on
+  two Zen 5 cores: 16 s an image for DA-V2-Small at 518x686, minutes for a Large model.
 """
 
 from __future__ import annotations

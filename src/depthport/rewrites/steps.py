@@ -8,7 +8,7 @@ from typing import Callable, Iterator
 import torch
 from torch import nn
 
-from ..fp16.safe import fp16_safe_attention, fp16_safe_norm
+from ..fp16.safe import fp16_safe_attention, fp16_safe_norm, fp16_safe_stream
 from ..models.depth_anything_v2 import DepthAnythingV2
 from ..models.depth_anything_v3 import CenteredNorm
 from ..models.dinov2 import DinoV2
@@ -200,6 +200,11 @@ REWRITES: dict[str, Rewrite] = {
         Rewrite("center_residual_stream", center_residual_stream, True,
                 "every write to the residual stream made zero-mean over channels (LayerNorm ignores the shift), "
                 "so each norm skips its mean: 4 ops instead of 6", requires=("fold_layerscale",)),
+        Rewrite("fp16_safe_stream", fp16_safe_stream, True,
+                "Depth Anything V2: the residual stream carried k times smaller (k = power of two near sqrt(C)), "
+                "folded into every write to it, the norms' epsilon / k^2: the same FP32 output bit for bit and no "
+                "op added; in FP16 the norms' squares stay finite up to |x| < 256k instead of 256",
+                requires=("fold_layernorm",)),
         Rewrite("head_major_qkv", head_major_qkv, True,
                 "Depth Anything 3 attention with QK-norm and RoPE: K bias dropped (softmax is shift-invariant), "
                 "V bias folded into the output projection, QK-norm centering folded into the Q/K weights and "
@@ -236,7 +241,7 @@ def default_rewrites(resize: str = "exact", fold_normalization: bool = False, fp
     if resize not in ("exact", "approx"):
         raise ValueError(f"--resize must be exact or approx, not {resize!r}")
     names = ["bake_pos_embed", "fold_layerscale", "fold_attention_scale", "fold_layernorm", "center_residual_stream",
-             "head_major_qkv", "deconv_to_shuffle", "conv_before_resize", f"{resize}_resize"]
+             "fp16_safe_stream", "head_major_qkv", "deconv_to_shuffle", "conv_before_resize", f"{resize}_resize"]
     unknown = set(fp16_safe) - set(FP16_SAFE)
     if unknown:
         raise ValueError(f"unknown FP16 guard(s) {', '.join(sorted(unknown))}; known: {', '.join(FP16_SAFE)}")
