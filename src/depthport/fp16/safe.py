@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..models.depth_anything_v2 import DepthAnythingV2
 from ..models.layers import LOGIT_GUARD, Attention, ScaleNorm
 from ..models.rope import SplitHeadRopeAttention
 
@@ -77,8 +78,6 @@ def fp16_safe_norm(model: nn.Module) -> None:
 
 @torch.no_grad()
 def fp16_safe_stream(model: nn.Module) -> None:
-    from ..models.depth_anything_v2 import DepthAnythingV2
-
     if not isinstance(model, DepthAnythingV2):
         return
     enc = model.encoder
