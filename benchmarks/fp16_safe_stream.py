@@ -3,7 +3,7 @@ default rewrites with and without it, on the same random weights.
 
 For each form: the .tflite op count and its parity against depthport's eager FP32 model on the six built-in images
 (the eager outputs of the two forms are compared bit for bit), and the FP16 predictions (GPU default FP16 and
-XNNPACK's f16 kernels) on the first ``--images`` built-in images. ``--scales 4,8`` adds the forms with those k
+XNNPACK's f16 kernels) on the first ``--images`` built-in images (0: none). ``--scales 4,8`` adds the forms with those k
 instead of the default (the power of two nearest sqrt(C)), predictions only.
 
     python benchmarks/fp16_safe_stream.py [--model da2-small] [--size 518x686] [--images 2] [--scales 4,8]
@@ -32,6 +32,8 @@ from depthport.runtimes import load_runner
 
 
 def predictions(model, hw, images) -> str:
+    if not images:
+        return "FP16 predictions skipped (--images 0)"
     gpu = predict_fp16(model, hw, accumulate="fp16", images=images)["figures"]
     xnn = predict_fp16(model, hw, accumulate="xnnpack", images=images)["figures"]
     return (f"GPU default FP16 {gpu['rel_l2_pooled']:.4e}; XNNPACK f16 {xnn['rel_l2_pooled']:.4e}, "

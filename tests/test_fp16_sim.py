@@ -123,8 +123,31 @@ def test_safe_stream_is_exact_free_and_keeps_the_norms_finite_under_trained_weig
     before, after = simulate_fp16(plain, x).overflow_layers, simulate_fp16(scaled, x).overflow_layers
     assert any("norm" in layer for layer in before)
     assert not any("norm" in layer for layer in after) and any("attn" in layer for layer in after)
-    prompted = build(get_spec("prompt-da-tiny"), TINY_HW, "random", rewrites=names).model  # not a DA-V2 encoder
+    prompted = build(get_spec("prompt-da-tiny"), TINY_HW, "random", rewrites=names).model  # not covered yet
     assert not any(hasattr(n, "stream_scale") for n in prompted.modules())
+
+
+@pytest.mark.parametrize("weights", ["random", "stress"])
+def test_safe_stream_covers_depth_anything_3(weights):
+    """Depth Anything 3's head reads the last local block's raw tokens beside the final norm: both come k times
+    smaller, the head's norm takes eps / k^2, and the output is the same bit for bit; stress weights overflow only
+    in Q·Kᵀ then."""
+    from depthport.build import build
+    from depthport.rewrites import default_rewrites
+
+    names = default_rewrites()
+    hw = (56, 98)
+    plain = build("da3-tiny", hw, weights, rewrites=[n for n in names if n != "fp16_safe_stream"]).model
+    scaled = build("da3-tiny", hw, weights, rewrites=names).model
+    x = image_batch(hw, seed=6)
+    with torch.no_grad():
+        assert torch.equal(scaled(x), plain(x))
+    assert scaled.encoder.norm.stream_scale == scaled.head.norm.stream_scale > 1
+    assert _call_ops(scaled, x) == _call_ops(plain, x)
+    after = simulate_fp16(scaled, x).overflow_layers
+    assert not any("norm" in layer for layer in after)
+    if weights == "stress":
+        assert any("norm" in layer for layer in simulate_fp16(plain, x).overflow_layers) and after
 
 
 def test_safe_norm_needs_folded_norms(tiny_spec, tiny_weights):

@@ -11,7 +11,7 @@ exactly k * rsqrt(v) for k^2 an even power of two), while ``d * d`` now overflow
 (4096 for C = 384). It costs one MUL per norm. ``depthport.rewrites`` lists it as the rewrite
 ``fp16_safe_norm``; it acts on ScaleNorm, so it goes after ``fold_layernorm``.
 
-``fp16_safe_stream`` does the same for every norm of a Depth Anything V2 encoder at no cost: the whole residual
+``fp16_safe_stream`` does the same for every norm of a Depth Anything V2 or 3 encoder at no cost: the whole residual
 stream is carried k times smaller. Every write to it (patch embedding, class and position embeddings, attention and
 MLP outputs) has 1/k folded into its weights, and its readers, all of them norms, take eps / k^2. Scaling by a
 power of two is exact, so the FP32 output is the same bit for bit, the graph has the same ops, and in FP16 the
@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..models.depth_anything_v2 import DepthAnythingV2
+from ..models.depth_anything_v3 import CenteredNorm, DepthAnythingV3
 from ..models.layers import LOGIT_GUARD, Attention, ScaleNorm
 from ..models.rope import SplitHeadRopeAttention
 
@@ -78,15 +79,26 @@ def fp16_safe_norm(model: nn.Module) -> None:
 
 @torch.no_grad()
 def fp16_safe_stream(model: nn.Module) -> None:
-    if not isinstance(model, DepthAnythingV2):
+    if isinstance(model, DepthAnythingV2):
+        enc = model.encoder
+        readers = [enc.norm]
+    elif isinstance(model, DepthAnythingV3):
+        # Its head reads the last local block's raw tokens beside the final norm's output: that norm's gain and
+        # bias are scaled too, so the head's own norm sees one stream k times smaller.
+        enc = model.encoder
+        readers = [model.head.norm]
+    else:
         return
-    enc = model.encoder
-    norms = [n for b in enc.blocks for n in (b.norm1, b.norm2)] + [enc.norm]
+    norms = [n for b in enc.blocks for n in (b.norm1, b.norm2)] + readers
     if not all(isinstance(n, ScaleNorm) for n in norms):
         raise ValueError("fp16_safe_stream moves the norms' epsilon: apply fold_layernorm first")
     k = default_scale(enc.cfg.dim)
     writers = [enc.patch_embed] + [m for b in enc.blocks for m in (b.attn.proj, b.mlp.fc2)]
-    for t in [enc.cls_token, enc.pos_embed, enc.baked_pos_embed] + [p for m in writers for p in (m.weight, m.bias)]:
+    tensors = [enc.cls_token, enc.pos_embed, enc.baked_pos_embed, getattr(enc, "camera_token", None)]
+    if isinstance(enc.norm, CenteredNorm):
+        norms.append(enc.norm)
+        tensors += [enc.norm.weight, enc.norm.bias]
+    for t in tensors + [p for m in writers for p in (m.weight, m.bias)]:
         if t is not None:
             t.mul_(1.0 / k)
     for norm in norms:

@@ -201,7 +201,7 @@ REWRITES: dict[str, Rewrite] = {
                 "every write to the residual stream made zero-mean over channels (LayerNorm ignores the shift), "
                 "so each norm skips its mean: 4 ops instead of 6", requires=("fold_layerscale",)),
         Rewrite("fp16_safe_stream", fp16_safe_stream, True,
-                "Depth Anything V2: the residual stream carried k times smaller (k = power of two near sqrt(C)), "
+                "Depth Anything V2 and 3: the residual stream carried k times smaller (k = power of two near sqrt(C)), "
                 "folded into every write to it, the norms' epsilon / k^2: the same FP32 output bit for bit and no "
                 "op added; in FP16 the norms' squares stay finite up to |x| < 256k instead of 256",
                 requires=("fold_layernorm",)),
