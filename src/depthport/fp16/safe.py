@@ -93,14 +93,12 @@ def fp16_safe_stream(model: nn.Module) -> None:
     if not all(isinstance(n, ScaleNorm) for n in norms):
         raise ValueError("fp16_safe_stream moves the norms' epsilon: apply fold_layernorm first")
     k = default_scale(enc.cfg.dim)
-    writers = [enc.patch_embed] + [m for b in enc.blocks for m in (b.attn.proj, b.mlp.fc2)]
-    tensors = [enc.cls_token, enc.pos_embed, enc.baked_pos_embed, getattr(enc, "camera_token", None)]
+    layers, tensors = enc.stream_writes()
     if isinstance(enc.norm, CenteredNorm):
         norms.append(enc.norm)
         tensors += [enc.norm.weight, enc.norm.bias]
-    for t in tensors + [p for m in writers for p in (m.weight, m.bias)]:
-        if t is not None:
-            t.mul_(1.0 / k)
+    for t in tensors + [p for m in layers for p in (m.weight, m.bias)]:
+        t.mul_(1.0 / k)
     for norm in norms:
         norm.eps.div_(k * k)
         norm.stream_scale = k

@@ -74,6 +74,11 @@ class DA3Encoder(DinoV2):
             qk_norm = cfg.qknorm_start != -1 and i >= cfg.qknorm_start
             self.blocks[i] = RopeBlock(v.dim, v.heads, v.mlp_ratio, v.eps, qk_norm, rope)
 
+    def stream_writes(self) -> tuple[list[nn.Module], list[torch.Tensor]]:
+        """DINOv2's, and the camera token, which replaces the class token from ``alt_start``."""
+        layers, tensors = super().stream_writes()
+        return layers, tensors + [self.camera_token]
+
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         """One image (1, 3, H, W) -> the four head inputs, each (gh*gw, 2C)."""
         if x.shape[0] != 1 or tuple(x.shape[-2:]) != self.input_hw:

@@ -55,6 +55,13 @@ class DinoV2(nn.Module):
         self.norm = nn.LayerNorm(cfg.dim, eps=cfg.eps)
         self.register_buffer("baked_pos_embed", None, persistent=False)
 
+    def stream_writes(self) -> tuple[list[nn.Module], list[torch.Tensor]]:
+        """What writes the residual stream: the layers whose outputs are added to it (patch embedding, each block's
+        attention projection and fc2) and the tensors added as they are (class token, position embeddings)."""
+        layers = [self.patch_embed] + [m for b in self.blocks for m in (b.attn.proj, b.mlp.fc2)]
+        tensors = [t for t in (self.cls_token, self.pos_embed, self.baked_pos_embed) if t is not None]
+        return layers, tensors
+
     def position_embedding(self) -> torch.Tensor:
         if self.baked_pos_embed is not None:
             return self.baked_pos_embed

@@ -123,15 +123,11 @@ def center_residual_stream(model: nn.Module) -> None:
     norms drop their own mean subtraction."""
     if not isinstance(model, DepthAnythingV2):
         return
-    enc = model.encoder
-    _center_rows(enc.patch_embed)
-    enc.cls_token.sub_(enc.cls_token.mean(dim=-1, keepdim=True))
-    enc.pos_embed.sub_(enc.pos_embed.mean(dim=-1, keepdim=True))
-    if enc.baked_pos_embed is not None:
-        enc.baked_pos_embed.sub_(enc.baked_pos_embed.mean(dim=-1, keepdim=True))
-    for block in enc.blocks:
-        _center_rows(block.attn.proj)
-        _center_rows(block.mlp.fc2)
+    layers, tensors = model.encoder.stream_writes()
+    for layer in layers:
+        _center_rows(layer)
+    for t in tensors:
+        t.sub_(t.mean(dim=-1, keepdim=True))
     for norm in (m for m in model.modules() if isinstance(m, ScaleNorm)):
         norm.centered = True
 
