@@ -117,7 +117,8 @@ def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gel
 
     ``fp16_range_norm`` pre-scales the norms (for fp16 compute), ``sigmoid_gelu`` uses the sigmoid-form tanh GELU
     (for XNNPACK fp16), ``fp16_io`` runs the copy in fp16 between float32 casts, ``split_k`` cuts every long
-    reduction into chunks of that many products, convolutions' into chunks of ``conv_split_k`` (default the same)
+    reduction into chunks of that many products, convolutions' larger than 1x1 into chunks of ``conv_split_k``
+    (default the same)
     (``split_k.split_reductions``: XNNPACK accumulates in FP16).
     """
     out = copy.deepcopy(model).eval()
@@ -161,7 +162,7 @@ def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gel
                        "< 5e-4 abs)")
     if split_k:
         done = split_reductions(out, split_k, conv_split_k)
-        convs = f" ({conv_split_k} for convolutions)" if conv_split_k not in (None, split_k) else ""
+        convs = f" ({conv_split_k} for convolutions larger than 1x1)" if conv_split_k not in (None, split_k) else ""
         changes.append(f"reductions longer than {split_k} products{convs} in chunks summed by a float32-accumulated mean "
                        f"({done['linear']} linears, {done['conv']} convolutions, {done['matmul']} attentions, "
                        f"{done['mean']} norms): exact but for float32 reassociation; XNNPACK's FP16 accumulation "

@@ -9,7 +9,11 @@ products, giving G partial results, and these are summed by ``models.layers.grou
 rounding then grows with the chunk, not with K. Per kind of op:
 - a Linear (T, K) -> (T, N): one batched matmul (G, T, c) @ (G, c, N);
 - a Conv2d (groups 1): one grouped convolution, G groups of the input channels (``chunk`` counts channels x
-  kernel taps), each producing all outputs;
+  kernel taps), each producing all outputs; a convolution with at most ``FEW_OUTPUTS`` output maps (a depth
+  head's last: depth, and DA3's confidence) one input channel per group, whose partial maps then cost at most
+  twice its input;
+- a patchifying Conv2d (kernel = stride, no padding: the patch embedding), where one input channel is already
+  more than ``chunk`` products (196 for a 14x14 patch): the patches as rows of a split Linear;
 - the attention's Q·Kᵀ (K = head dim) and attention x V (K = tokens): ``models.layers.matmul_split``;
 - the norms' means: a rank-4 mean (float32 accumulation) instead of a (1, C) linear.
 
@@ -24,6 +28,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..models.layers import chunking, group_sum
+
+
+# A convolution with this many output maps or fewer is split into one input channel per group.
+FEW_OUTPUTS = 2
 
 
 class SplitLinear(nn.Module):
@@ -72,27 +80,70 @@ class SplitConv2d(nn.Module):
         return y if self.bias is None else y + self.bias
 
 
+class SplitPatchConv(nn.Module):
+    """A patchifying nn.Conv2d (kernel = stride, no padding, groups 1) as what it computes, a Linear over each
+    patch's C x p x q values, split as ``SplitLinear``: cutting whole input channels cannot shorten a reduction
+    of 196 products per channel."""
+
+    def __init__(self, conv: nn.Conv2d, chunk: int):
+        super().__init__()
+        self.cout, (self.p, self.q) = conv.out_channels, conv.kernel_size
+        linear = nn.Linear(conv.in_channels * self.p * self.q, self.cout, bias=conv.bias is not None)
+        linear.weight.data = conv.weight.detach().reshape(self.cout, -1).clone()
+        if conv.bias is not None:
+            linear.bias.data = conv.bias.detach().clone()
+        self.linear = SplitLinear(linear, chunk)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, c, hp, wq = x.shape
+        h, w = hp // self.p, wq // self.q
+        if (hp, wq) != (h * self.p, w * self.q):  # Conv2d drops the rows and columns no patch covers
+            x = x[:, :, : h * self.p, : w * self.q]
+        x = x.reshape(b, c, h, self.p, w, self.q)
+        y = self.linear(x.permute(0, 2, 4, 1, 3, 5).reshape(b * h * w, c * self.p * self.q))
+        return y.reshape(b, h, w, self.cout).permute(0, 3, 1, 2)
+
+
+def _patchifies(conv: nn.Conv2d) -> bool:
+    return (conv.groups == 1 and tuple(conv.stride) == tuple(conv.kernel_size) and tuple(conv.dilation) == (1, 1)
+            and not isinstance(conv.padding, str) and tuple(conv.padding) == (0, 0))
+
+
+def _split_conv(conv: nn.Conv2d, chunk: int, linear_chunk: int) -> nn.Module:
+    taps = conv.kernel_size[0] * conv.kernel_size[1]
+    if taps > chunk and _patchifies(conv):
+        return SplitPatchConv(conv, linear_chunk)
+    return SplitConv2d(conv, taps if conv.out_channels <= FEW_OUTPUTS else chunk)
+
+
+def _spatial(module: nn.Module) -> bool:
+    """A convolution with more than one tap; a 1x1 convolution is a Linear over channels, split as one."""
+    return isinstance(module, nn.Conv2d) and module.kernel_size[0] * module.kernel_size[1] > 1
+
+
 def _long(module: nn.Module, chunk: int) -> bool:
     if isinstance(module, nn.Linear):
         return module.in_features > chunk
     if isinstance(module, nn.Conv2d) and module.groups == 1 and not isinstance(module.padding, str):
+        if module.out_channels <= FEW_OUTPUTS:
+            return module.in_channels > 1
         return module.in_channels * module.kernel_size[0] * module.kernel_size[1] > chunk
     return False
 
 
 @torch.no_grad()
 def split_reductions(model: nn.Module, chunk: int, conv_chunk: int | None = None) -> dict[str, int]:
-    """In place: every Linear whose reduction exceeds ``chunk`` products and every Conv2d whose reduction exceeds
-    ``conv_chunk`` (default ``chunk``; 0: convolutions kept whole) is split, each module with a
+    """In place: every Linear and 1x1 Conv2d whose reduction exceeds ``chunk`` products and every larger Conv2d whose
+    reduction exceeds ``conv_chunk`` (default ``chunk``; 0: those kept whole) is split, each module with a
     ``split_k`` (the attentions' two matmuls) splits its own, and each norm with a ``grouped_mean`` takes its means
     as a float32-accumulated mean. Returns the counts by kind."""
     counts = {"linear": 0, "conv": 0, "matmul": 0, "mean": 0}
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            limit = (conv_chunk if conv_chunk is not None else chunk) if isinstance(child, nn.Conv2d) else chunk
+            limit = conv_chunk if _spatial(child) and conv_chunk is not None else chunk
             if limit and _long(child, limit):
                 kind = "linear" if isinstance(child, nn.Linear) else "conv"
-                setattr(parent, name, SplitLinear(child, limit) if kind == "linear" else SplitConv2d(child, limit))
+                setattr(parent, name, SplitLinear(child, limit) if kind == "linear" else _split_conv(child, limit, chunk))
                 counts[kind] += 1
     for module in model.modules():
         if hasattr(module, "split_k"):  # attentions: their two matmuls
