@@ -308,6 +308,50 @@ def test_split_parts_are_exact_and_lower_to_one_xnnpack_subgraph(tmp_path):
     assert out.shape == expected.shape and rel_l2(out, expected) < 1e-2
 
 
+def test_patch_embedding_and_output_convs_split_exactly_into_one_xnnpack_subgraph(tmp_path):
+    """A patchifying convolution (kernel = stride, a 14x14 patch is 196 products per channel) becomes a split
+    Linear over its patches, a convolution with one or two output maps one input channel per group; both equal
+    the unsplit convolution (trailing rows and columns the patches do not cover dropped, as Conv2d drops them),
+    predict a smaller XNNPACK FP16 error, and lower to one XNNPACK subgraph."""
+    from torch import nn
+
+    from depthport.export.executorch import Fp16IO, lower_xnnpack, write_pte
+    from depthport.export.split_k import SplitConv2d, SplitPatchConv, split_reductions
+    from depthport.fp16 import simulate_fp16
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.patch = nn.Conv2d(3, 8, 7, stride=7)  # 147 products a patch
+            self.out = nn.Conv2d(8, 2, 1)  # 8 products, two maps
+
+        def forward(self, x):
+            return self.out(self.patch(x))
+
+    torch.manual_seed(5)
+    whole = Head().eval()
+    split = Head().eval()
+    split.load_state_dict(whole.state_dict())
+    assert split_reductions(split, 16, 36)["conv"] == 2
+    assert isinstance(split.patch, SplitPatchConv) and isinstance(split.out, SplitConv2d) and split.out.groups == 8
+    x = torch.randn(1, 3, 28, 35)  # 4x5 patches
+    with torch.no_grad():
+        w64, s64 = Head().double().eval(), Head().double().eval()
+        w64.load_state_dict(whole.state_dict())
+        s64.load_state_dict(whole.state_dict())
+        split_reductions(s64, 16, 36)
+        for shape in ((1, 3, 28, 35), (1, 3, 30, 37)):  # and with 2 rows and 2 columns left over
+            x64 = torch.randn(shape, dtype=torch.float64)
+            assert torch.allclose(s64(x64), w64(x64), rtol=1e-12, atol=1e-12)
+        expected = split(x)
+    errors = [simulate_fp16(m, x, accumulate="xnnpack").rel_l2 for m in (whole, split)]
+    assert errors[1] < errors[0]
+    manager, report = lower_xnnpack(Fp16IO(split), x)
+    assert report["subgraphs"] == 1 and set(report["portable_ops"]) <= FP16_CASTS
+    out = load_runner(write_pte(manager, tmp_path / "head.pte"), threads=1).run(x.numpy())
+    assert out.shape == expected.shape == (1, 2, 4, 5) and rel_l2(out, expected.numpy()) < 1e-2
+
+
 def test_check_stage_predicts_each_fp16_pte_target_in_its_own_form(built, tmp_path):
     """The check stage's XNNPACK prediction simulates the form each fp16 .pte target lowers: once per target, and
     the split form predicts the smaller error."""
