@@ -84,10 +84,16 @@ def test_safe_norm_is_a_registered_rewrite_exact_on_the_tiny_model(tiny_spec, ti
     from depthport.rewrites import REWRITES, default_rewrites
 
     assert REWRITES["fp16_safe_norm"].exact
-    safe = build(tiny_spec, TINY_HW, tiny_weights, rewrites=default_rewrites() + ["fp16_safe_norm"]).model
+    unscaled = [r for r in default_rewrites() if r != "fp16_safe_stream"]
+    safe = build(tiny_spec, TINY_HW, tiny_weights, rewrites=unscaled + ["fp16_safe_norm"]).model
     assert not any(isinstance(m, ScaleNorm) for m in safe.modules())
     x = image_batch(TINY_HW, seed=3)
-    assert torch.equal(safe(x), tiny_built.model(x))
+    plain = build(tiny_spec, TINY_HW, tiny_weights, rewrites=unscaled).model
+    assert torch.equal(safe(x), plain(x))
+    # On top of fp16_safe_stream it leaves the norms alone (no second scaling, no op): the default model unchanged.
+    both = build(tiny_spec, TINY_HW, tiny_weights, rewrites=default_rewrites() + ["fp16_safe_norm"]).model
+    assert not any(isinstance(m, Fp16SafeScaleNorm) for m in both.modules())
+    assert _call_ops(both, x) == _call_ops(tiny_built.model, x) and torch.equal(both(x), tiny_built.model(x))
     with pytest.raises(ValueError, match="fold_layernorm"):
         build(tiny_spec, TINY_HW, tiny_weights, rewrites=["fp16_safe_norm"])
 

@@ -67,10 +67,12 @@ class Fp16SafeScaleNorm(nn.Module):
 
 @torch.no_grad()
 def fp16_safe_norm(model: nn.Module) -> None:
+    """Norms that ``fp16_safe_stream`` already reads k times smaller are left alone: scaling them again would
+    gain no range and push their squares towards FP16's subnormals."""
     replaced = 0
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if isinstance(child, ScaleNorm):
+            if isinstance(child, ScaleNorm) and not getattr(child, "stream_scale", None):
                 setattr(parent, name, Fp16SafeScaleNorm(child))
                 replaced += 1
     if not replaced and any(isinstance(m, nn.LayerNorm) for m in model.modules()):

@@ -218,7 +218,8 @@ REWRITES: dict[str, Rewrite] = {
                 "ImageNet mean/std folded into the patch-embedding conv: input is RGB in 0..1"),
         Rewrite("fp16_safe_norm", fp16_safe_norm, True,
                 "folded LayerNorm variance computed on x/k (k = power of two near sqrt(C)): d*d stays finite in "
-                "FP16 up to |d| < 256k instead of 256; identical in FP32, one extra MUL per norm",
+                "FP16 up to |d| < 256k instead of 256; identical in FP32, one extra MUL per norm (none for the "
+                "norms fp16_safe_stream already guards)",
                 requires=("fold_layernorm",)),
         Rewrite("fp16_safe_attention", fp16_safe_attention, True,
                 "Q and K computed 16x smaller (folded into their weights), logits restored inside the softmax as "
