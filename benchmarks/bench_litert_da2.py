@@ -33,7 +33,7 @@ from depthport.bench import Entry, paired_ratio, peak_memory
 from depthport.bench.timing import MEMORY_METHOD
 from depthport.build import build
 from depthport.export.litert import export_tflite
-from depthport.export.targets import ExportContext, load_all
+from depthport.export.files import TargetFiles
 from depthport.core.provenance import machine, versions
 from depthport.preprocess import to_tensor
 from depthport.quiet import native_stderr_muted
@@ -70,24 +70,15 @@ def build_files(args, spec, weights, hw, work: Path) -> tuple[dict[str, Path], n
     made("plain litert-torch (transformers)", work / "plain.tflite",
          lambda: convert_to(reference, sample, work / "plain.tflite"))
     built = build(spec, hw, weights, rewrites=default_rewrites("exact"))
-    targets = load_all()
-    ctx = ExportContext(built, work, stem, options={"threads": args.threads, "fp16_sim": False})
-    made("depthport fp32", work / f"{stem}_fp32.tflite", lambda: targets["litert-fp32"](ctx))
-    ctx.fp32_source = ctx.fp32_source or work / f"{stem}_fp32.tflite"
-    if "litert-int8" in targets:
-        made("depthport int8 (dynamic)", work / f"{stem}_int8.tflite", lambda: targets["litert-int8"](ctx))
-    else:
-        notes.append("depthport int8: skipped, no litert-int8 target (depthport.export.litert_variants missing)")
+    target_files = TargetFiles(built, work, stem=stem, threads=args.threads)
+    made("depthport fp32", work / f"{stem}_fp32.tflite", lambda: target_files.write("litert-fp32"))
+    if "litert-fp32" not in target_files.files:
+        target_files.reuse("litert-fp32", work / f"{stem}_fp32.tflite")
+    made("depthport int8 (dynamic)", work / f"{stem}_int8.tflite", lambda: target_files.write("litert-int8"))
     approx = build(spec, hw, weights, rewrites=default_rewrites("approx"))
     made("depthport fp32, --resize approx", work / "fp32_approx.tflite",
          lambda: export_tflite(approx.model, hw, work / "fp32_approx.tflite"))
-    if "onnx" in targets:
-        made("onnxruntime (depthport onnx)", work / f"{stem}.onnx", lambda: targets["onnx"](ctx))
-    else:
-        made("onnxruntime (depthport, torch.onnx.export)", work / "model.onnx",
-             lambda: torch.onnx.export(built.model, (sample,), str(work / "model.onnx"), dynamo=True,
-                                       opset_version=18, external_data=False))
-        notes.append("onnx: depthport.export.onnx missing; exported with torch.onnx.export(dynamo=True, opset 18)")
+    made("onnxruntime (depthport onnx)", work / f"{stem}.onnx", lambda: target_files.write("onnx"))
     resize = built.model.head.out_resize
     channels = built.model.head.out_conv1.out_channels
     made("final resize only (exact)", work / "final_resize_exact.tflite", lambda: convert_to(

@@ -30,10 +30,9 @@ from rich.table import Table
 from common import add_run_args, run_setup, time_rounds, timed
 from depthport.bench import Entry
 from depthport.build import build
-from depthport.check.stage import check_litert
-from depthport.export.litert import tflite_entry
+from depthport.check.files import check_tflite_file
 from depthport.export.litert_variants import int8_recipe, quantize
-from depthport.export.targets import ExportContext, load_all
+from depthport.export.files import TargetFiles
 from depthport.core.provenance import machine, versions
 from depthport.preprocess import to_tensor
 from depthport.quiet import native_stderr_muted
@@ -50,15 +49,14 @@ PUBLISHED_INT8_REL_L2 = 0.02080  # published-exports.md B, CPU, 100 natural imag
 def export_all(args, spec, weights, hw, work: Path) -> tuple[dict[str, dict], object]:
     """label -> artifact entry (file in ``work``); the built model."""
     built = build(spec, hw, weights)
-    ctx = ExportContext(built, work, spec.id.replace("-", "_"),
-                        options={"threads": args.threads, "fp16_sim": not args.no_fp16_sim, "run_gpu": args.run_gpu})
-    targets = load_all()
-    entries = {name: timed(console, f"export {name}", lambda name=name: targets[name](ctx)) for name in TARGETS}
-    plain = work / f"{ctx.stem}_int8_all_ops.tflite"
-    timed(console, "export int8, all ops", lambda: plain.write_bytes(quantize(ctx.files["litert-fp32"], int8_recipe(None))))
-    entries["int8, all ops (published recipe)"] = tflite_entry(ctx, plain, "int8-all-ops", precision="int8")
+    files = TargetFiles(built, work, threads=args.threads, fp16_sim=not args.no_fp16_sim, run_gpu=args.run_gpu)
+    entries = {name: timed(console, f"export {name}", lambda name=name: files.write(name)) for name in TARGETS}
+    plain = work / f"{files.stem}_int8_all_ops.tflite"
+    timed(console, "export int8, all ops",
+          lambda: plain.write_bytes(quantize(files.files["litert-fp32"], int8_recipe(None))))
+    entries["int8, all ops (published recipe)"] = files.entry(plain, "int8-all-ops", precision="int8")
     for label, entry in entries.items():
-        timed(console, f"check {label}", lambda entry=entry: check_litert(ctx, entry, work / entry["file"]))
+        timed(console, f"check {label}", lambda entry=entry: check_tflite_file(files, entry))
     return entries, built
 
 

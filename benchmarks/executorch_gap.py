@@ -96,18 +96,17 @@ def profiles(files: dict[str, Path], threads: int, runs: int, warmup: int) -> tu
 
 def build_files(args, spec, weights, hw, work: Path) -> dict[str, Path]:
     from depthport.build import build
-    from depthport.export.targets import ExportContext, load_all
+    from depthport.export.files import TargetFiles
 
     stem = spec.id.replace("-", "_")
     files = {runtime: work / f"{stem}{suffix}" for runtime, (_, suffix) in FILES.items()}
     missing = [rt for rt, f in files.items() if not (args.reuse and f.exists())]
     if missing:
         built = build(spec, hw, weights)
-        ctx = ExportContext(built, work, stem, options={"threads": args.threads, "fp16_sim": False})
-        targets = load_all()
+        made = TargetFiles(built, work, stem=stem, threads=args.threads)
         for runtime in missing:
             target = FILES[runtime][0]
-            timed(console, f"depthport {target}", lambda t=target: targets[t](ctx))
+            timed(console, f"depthport {target}", lambda t=target: made.write(t))
     return files
 
 

@@ -86,8 +86,7 @@ class StageCost:
 
 def child(model_id: str, targets: str, threads: int) -> None:
     """One export in this process; prints one JSON line."""
-    from depthport.export.context import StageOptions
-    from depthport.pipeline import ExportOptions, parse_targets, run_export
+    from depthport.pipeline import ExportOptions, StageOptions, parse_targets, run_export
     from depthport.quiet import native_stderr_muted
     from depthport.registry import get_spec
 

@@ -29,7 +29,7 @@ from depthport.quiet import native_stderr_muted
 from depthport.registry import MODELS
 from depthport.verify.gates import DEFAULTS
 from depthport.verify.planted import BELOW_FP32_NOISE, DEFECTS
-from depthport.verify.stage import make_references, verify_file
+from depthport.verify import make_references, verify_file
 
 
 def ratio(path: Path, refs, threads: int) -> float:

@@ -19,8 +19,7 @@ from pathlib import Path
 import torch
 
 from depthport.build import resolve_weights
-from depthport.export.context import StageOptions
-from depthport.pipeline import ExportOptions, run_export
+from depthport.pipeline import ExportOptions, StageOptions, run_export
 from depthport.preprocess import parse_size, to_tensor
 from depthport.quiet import native_stderr_muted
 from depthport.reference import TransformersReference

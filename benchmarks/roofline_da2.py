@@ -29,7 +29,7 @@ def build_files(args, spec, weights, hw, work: Path) -> tuple[dict[str, Path], t
     from bench_litert_da2 import convert_to
 
     from depthport.build import build
-    from depthport.export.targets import ExportContext, load_all
+    from depthport.export.files import TargetFiles
     from depthport.reference import reference_model
     from depthport.rewrites import default_rewrites
 
@@ -39,16 +39,16 @@ def build_files(args, spec, weights, hw, work: Path) -> tuple[dict[str, Path], t
     if not (args.reuse and files["plain"].exists()):
         timed(console, "plain litert-torch (transformers)",
               lambda: convert_to(reference, torch.zeros(1, 3, *hw), files["plain"]))
-    ctx = None
+    made = None
     for key, target in (("fp32", "litert-fp32"), ("int8", "litert-int8")):
         if args.reuse and files[key].exists():
             continue
-        if ctx is None:
+        if made is None:
             built = build(spec, hw, weights, rewrites=default_rewrites("exact"))
-            ctx = ExportContext(built, work, stem, options={"threads": args.threads, "fp16_sim": False})
+            made = TargetFiles(built, work, stem=stem, threads=args.threads)
             if files["fp32"].exists():
-                ctx.fp32_source = files["fp32"]
-        timed(console, f"depthport {target}", lambda t=target: load_all()[t](ctx))
+                made.reuse("litert-fp32", files["fp32"])
+        timed(console, f"depthport {target}", lambda t=target: made.write(t))
     return files, reference
 
 

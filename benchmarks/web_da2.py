@@ -62,8 +62,7 @@ def main() -> None:
     args = parser.parse_args()
     console = Console()
     hw, spec, weights, work = run_setup(args)
-    from depthport.export.context import StageOptions
-    from depthport.pipeline import ExportOptions, parse_targets, run_export
+    from depthport.pipeline import ExportOptions, StageOptions, parse_targets, run_export
 
     opts = ExportOptions(model=spec.id, weights=weights, input_hw=hw, out_dir=work / "out",
                          targets=parse_targets(args.targets), command="benchmarks/web_da2.py",

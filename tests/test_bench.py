@@ -87,10 +87,11 @@ def test_two_real_files_interleaved_with_medians_and_ratios(files):
 
 def test_export_step_records_latency_per_artifact(files, tiny_built):
     from depthport.bench import stage as step
+    from depthport.export.context import StageOptions
     from depthport.export.targets import ExportContext, artifact_entry
     from depthport.pipeline import STAGES
 
-    ctx = ExportContext(tiny_built, files[0].parent, "da2_tiny", options={"threads": 1})
+    ctx = ExportContext(tiny_built, files[0].parent, "da2_tiny", options=StageOptions(threads=1))
     report = {"artifacts": [artifact_entry(ctx, f, f.stem, precision="fp32") for f in files]
               + [{"file": "missing.onnx", "target": "onnx", "precision": "fp32"}]}
     step.apply(ctx, report)

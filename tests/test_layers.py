@@ -160,3 +160,32 @@ def test_the_checker_sees_a_planted_loop_between_modules(tmp_path):
     (pkg / "context.py").write_text("def small():\n    from .small import make\n")
     (pkg / "small.py").write_text("from .context import small\n")
     assert strongly_connected(module_edges(pkg.parent)) == [{"depthport.export.context", "depthport.export.small"}]
+
+
+# Stage internals: what runs inside `depthport export`, not for use outside it.
+STAGE_INTERNALS = ("depthport.pipeline.Stage", "depthport.export.context", "depthport.export.targets.ExportContext")
+
+
+def benchmark_imports(folder: Path = PACKAGE.parents[1] / "benchmarks"):
+    """('file:line', imported 'module.name') for every depthport import of the benchmark scripts."""
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("depthport"):
+                for alias in node.names:
+                    yield f"{path.name}:{node.lineno}", f"{node.module}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.startswith("depthport"):
+                        yield f"{path.name}:{node.lineno}", alias.name
+
+
+def test_benchmarks_use_the_api_not_stage_internals():
+    """The benchmark scripts make files with ``export.files.TargetFiles`` and check them with ``check.files``,
+    run exports through ``pipeline.run_export``, and never reach into a stage module, the export context or a
+    private name."""
+    found = list(benchmark_imports())
+    assert len(found) > 50
+    bad = [(where, name) for where, name in found
+           if ".stage" in name or any(name == i or name.startswith(i + ".") for i in STAGE_INTERNALS)
+           or name.rsplit(".", 1)[-1].startswith("_")]
+    assert not bad, bad

@@ -8,6 +8,7 @@ import pytest
 
 from depthport.core.tflite_graph import read_graph
 from depthport.check.stage import check_litert
+from depthport.export.context import StageOptions
 from depthport.export.targets import ExportContext, load_all
 from depthport.runtimes import load_runner
 
@@ -151,10 +152,31 @@ def test_fp16_compute_prediction_in_entries(exported):
 
 
 def test_variant_without_fp32_target_uses_a_temporary_fp32(tiny_built, tmp_path):
-    ctx = ExportContext(tiny_built, tmp_path, "solo", options={"fp16_sim": False})
+    ctx = ExportContext(tiny_built, tmp_path, "solo", options=StageOptions(fp16_sim=False))
     entry = load_all()["litert-int8"](ctx)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["solo_int8.tflite"]
     assert "fp16_compute" not in entry and "litert-fp32" not in ctx.files
+
+
+def test_target_files_outside_the_pipeline_reuse_write_and_check(tiny_built, tiny_tflite, tmp_path):
+    """``export.files.TargetFiles`` (what the benchmarks use): a reused FP32 .tflite is the source of a LiteRT
+    variant, written under the model's stem with the entry the export stage gives it, and ``check.files`` adds
+    the check stage's GPU verdict; an unknown target is refused by name."""
+    from depthport.check.files import check_tflite_file
+    from depthport.export.files import TargetFiles
+
+    files = TargetFiles(tiny_built, tmp_path, threads=1)
+    files.reuse("litert-fp32", tiny_tflite)
+    entry = files.write("litert-int8")
+    assert entry["file"] == f"{files.stem}_int8.tflite" and (tmp_path / entry["file"]).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [entry["file"]]  # made from the reused FP32 file
+    assert files.files["litert-int8"] == tmp_path / entry["file"] and "fp16_compute" not in entry
+    extra = files.entry(tmp_path / entry["file"], "int8-again", precision="int8")
+    assert extra["target"] == "int8-again" and extra["op_count"] == entry["op_count"] > 0
+    checked = check_tflite_file(files, entry)
+    assert checked is entry and entry["checks"]["gpu_static"]["state"] in ("pass", "fail") and "gpu_check" in entry
+    with pytest.raises(KeyError, match="unknown target 'litert-fp64'"):
+        files.write("litert-fp64")
 
 
 GPU_RUN = """
@@ -193,7 +215,7 @@ def test_gpu_runner_runs_fp16_weights_with_fp32_compute(tmp_path):
 def test_runtime_gpu_check_runs_dynamic_int8_and_rejects_weight_only(exported, tmp_path):
     vulkan_or_skip()
     src_ctx, entries = exported
-    ctx = ExportContext(src_ctx.built, tmp_path, "gpu", options={"run_gpu": True, "fp16_sim": False},
+    ctx = ExportContext(src_ctx.built, tmp_path, "gpu", options=StageOptions(run_gpu=True, fp16_sim=False),
                         fp32_source=src_ctx.out_dir / entries["litert-fp32"]["file"])
     targets = load_all()
     int8, weight_only = targets["litert-int8"](ctx), targets["litert-int8-weight"](ctx)

@@ -21,6 +21,7 @@ def exported(tiny_built, tiny_tflite, tmp_path_factory):
     from depthport.bench import stage as bench_step
     from depthport.check import stage as check_step
     from depthport.export.litert import tflite_entry
+    from depthport.export.context import StageOptions
     from depthport.export.targets import ExportContext
     from depthport.report import stage as report_step
     from depthport.verify import stage as verify_step
@@ -31,8 +32,8 @@ def exported(tiny_built, tiny_tflite, tmp_path_factory):
     images = out.parent / "report-images"
     images.mkdir()
     builtin_image("coffee").save(images / "coffee.png")
-    ctx = ExportContext(built, out, "da2_tiny", options={"threads": 1, "images": str(images),
-                                                           "gates": {"fp16": {"pearson_worst": 1.5}}})
+    ctx = ExportContext(built, out, "da2_tiny", options=StageOptions(threads=1, images=str(images),
+                                                                 gates={"fp16": {"pearson_worst": 1.5}}))
     report = {"model": "da2-tiny", "weights": "random", "random_weights": True, "input_shape": [1, 3, *HW],
               "command": "depthport export da2-tiny", "machine": {"cpu": "test"}, "artifacts": []}
     for name, precision in (("tiny_fp32.tflite", "fp32"), ("tiny_<fp16>.tflite", "fp16")):

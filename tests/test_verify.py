@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 
 from depthport.cli import main
+from depthport.export.context import StageOptions
 from depthport.export.targets import ExportContext
 from depthport.preprocess import InputError
 from depthport.verify import accuracy, gates
@@ -236,7 +237,7 @@ def _export_ctx(tiny, out_dir, **options):
     from depthport.export.litert import tflite_entry
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = ExportContext(built, out_dir, "da2_tiny", options={"threads": 2, **options})
+    ctx = ExportContext(built, out_dir, "da2_tiny", options=StageOptions(threads=2, **options))
     copies = []
     for name in ("a_fp32.tflite", "b_fp32.tflite"):
         shutil.copy(path, out_dir / name)

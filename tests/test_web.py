@@ -47,12 +47,12 @@ def litert_verified(tmp_path_factory, tiny_tflite, tiny_built, one_image):
     """A LiteRT.js web folder made from the shared tiny .tflite by the `web` target, then `depthport verify DIR`
     on all three backends: (folder, report.json of the verification, its output folder, exit status)."""
     from depthport.cli import main
-    from depthport.export.context import ExportContext
+    from depthport.export.context import ExportContext, StageOptions
     from depthport.export.web import web_target
 
     browser_or_skip()
     out = tmp_path_factory.mktemp("web-litert")
-    ctx = ExportContext(tiny_built, out, "da2_tiny", options={"skip": {"verify"}})
+    ctx = ExportContext(tiny_built, out, "da2_tiny", options=StageOptions(skip={"verify"}))
     ctx.fp32_source = tiny_tflite  # what the litert-fp32 target would have written
     entry = web_target(ctx, "web")
     folder = out / entry["file"]

@@ -28,6 +28,9 @@ from .rewrites import default_rewrites
 from .verify import stage as verify_stage
 
 
+__all__ = ["ExportOptions", "StageOptions", "parse_targets", "run_export"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class ExportOptions:
     """One export, as the command line asks for it."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..build import Built
@@ -16,7 +16,7 @@ from ..rewrites.ledger import ledger_rewrites
 
 @dataclass(kw_only=True)
 class StageOptions:
-    """Options the stages read (the CLI's export flags); a dict of these names converts on construction."""
+    """Options the stages read (the CLI's export flags)."""
 
     images: str | None = None  # folder of verification images (default: scikit-image's natural images)
     threads: int = 2
@@ -40,16 +40,6 @@ class StageOptions:
         """Whether ``stage`` (ledger, verify, bench, report, card) was skipped on request."""
         return stage in self.skip
 
-    @classmethod
-    def of(cls, value: StageOptions | dict | None) -> StageOptions:
-        if isinstance(value, cls):
-            return value
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(value or {}) - known)
-        if unknown:
-            raise TypeError(f"unknown export option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        return cls(**(value or {}))
-
 
 @dataclass
 class ExportContext:
@@ -58,7 +48,7 @@ class ExportContext:
     built: Built
     out_dir: Path
     stem: str
-    options: StageOptions | dict = field(default_factory=StageOptions)
+    options: StageOptions = field(default_factory=StageOptions)
     files: dict[str, Path] = field(default_factory=dict)
     fp32_source: Path | None = None  # the FP32 .tflite the LiteRT variants are made from
     small: dict = field(default_factory=dict)  # the small re-export's model and files (export.small), made once
@@ -73,7 +63,8 @@ class ExportContext:
     _cache: tuple | None = field(default=None, repr=False)
 
     def __post_init__(self):
-        self.options = StageOptions.of(self.options)
+        if not isinstance(self.options, StageOptions):
+            raise TypeError(f"options must be StageOptions, not {type(self.options).__name__}")
 
     @property
     def input_shape(self) -> list[int]:
