@@ -231,3 +231,22 @@ def test_predict_gives_a_da3_file_the_official_resize(tflite, tmp_path):
         depth = predict(folder / path.name, tmp_path / "img.png", tmp_path / "d.png", model_size=True)
         expected = np.asarray(load_runner(path).run(da3_input(img, HW))).reshape(HW)
     assert np.array_equal(depth, expected)
+
+
+def test_split_form_keeps_the_depth_channel_alone_and_shortens_fp16_accumulation(weights):
+    """xnnpack-fp16-split on DA3: the head's last convolution becomes its depth channel alone (``depth_only``), then
+    split like the others; the form equals the plain fp16 form in FP32 and predicts a smaller XNNPACK FP16 error."""
+    from depthport.check.fp16_compute import xnnpack_fp16_form
+    from depthport.export.split_k import SplitConv2d
+    from depthport.fp16 import simulate_fp16
+
+    built = build(SPEC, HW, weights)
+    assert built.model.head.out_conv3.out_channels == 2  # depth and confidence, as upstream stores it
+    plain, split = xnnpack_fp16_form(built.model), xnnpack_fp16_form(built.model, target="xnnpack-fp16-split")
+    last = split.head.out_conv3
+    assert isinstance(last, SplitConv2d) and last.cout == 1 and last.groups == last.weight.shape[0]
+    x = image()
+    with torch.no_grad():
+        assert rel_l2(split(x), plain(x)) < 1e-6
+    errors = [simulate_fp16(m, x, accumulate="xnnpack").rel_l2 for m in (plain, split)]
+    assert errors[1] < 0.8 * errors[0]

@@ -138,6 +138,8 @@ def split_reductions(model: nn.Module, chunk: int, conv_chunk: int | None = None
     ``split_k`` (the attentions' two matmuls) splits its own, and each norm with a ``grouped_mean`` takes its means
     as a float32-accumulated mean. Returns the counts by kind."""
     counts = {"linear": 0, "conv": 0, "matmul": 0, "mean": 0}
+    for head in [m for m in model.modules() if hasattr(m, "depth_only")]:
+        head.depth_only()  # DA3's head: its last convolution's depth channel as a module of its own
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             limit = conv_chunk if _spatial(child) and conv_chunk is not None else chunk

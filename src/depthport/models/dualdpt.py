@@ -98,6 +98,18 @@ class DualDPTHead(DPTHead):
         )
         self.out_pos = PosEmbed2D(cfg.features // 2, image_hw, image_hw, cfg.pos_ratio, cfg.pos_omega)
 
+    @torch.no_grad()
+    def depth_only(self) -> None:
+        """Without confidence, ``out_conv3`` as the one-output convolution its depth channel is, so that a rewrite
+        replacing the module (``export.split_k``) sees what is computed."""
+        conv = self.out_conv3
+        if self.confidence or conv.out_channels == 1:
+            return
+        depth = nn.Conv2d(conv.in_channels, 1, conv.kernel_size, conv.stride, conv.padding, conv.dilation)
+        depth.weight.copy_(conv.weight[:1])
+        depth.bias.copy_(conv.bias[:1])
+        self.out_conv3 = depth.to(conv.weight.dtype)
+
     def forward(self, tokens: list[torch.Tensor]):
         gh, gw = self.grid_hw
         maps = []
@@ -110,6 +122,9 @@ class DualDPTHead(DPTHead):
             x = block(x, skip)
         x = torch.relu(self.out_conv2(self.out_pos.after_resize(self.out_resize, self.out_conv1(x))))
         if not self.confidence:
-            return torch.exp(F.conv2d(x, self.out_conv3.weight[:1], self.out_conv3.bias[:1]))
+            conv = self.out_conv3
+            if isinstance(conv, nn.Conv2d) and conv.out_channels > 1:
+                return torch.exp(F.conv2d(x, conv.weight[:1], conv.bias[:1]))
+            return torch.exp(conv(x))  # the depth channel alone (depth_only), perhaps replaced (export.split_k)
         logits = self.out_conv3(x)
         return torch.exp(logits[:, :1]), torch.exp(logits[:, 1:2]) + 1
