@@ -20,6 +20,23 @@ def image_batch(hw, seed=0) -> torch.Tensor:
     return torch.nn.functional.interpolate(coarse, size=hw, mode="bilinear", align_corners=False) * 1.5
 
 
+def gpu_ok(art: dict):
+    """True / False / None: the GPU verdict of a .tflite entry, from its checks (``check.verdict.gpu_outcome``)."""
+    from depthport.check.verdict import gpu_outcome
+
+    return gpu_outcome(art)[0].to_dict()["passed"]
+
+
+def gpu_reason(art: dict) -> str | None:
+    from depthport.check.verdict import gpu_outcome
+
+    return gpu_outcome(art)[1]
+
+
+def shipped(art: dict) -> bool:
+    return art["status"] == "shipped"
+
+
 def must_run() -> bool:
     """Under CI (CI=true) or with DEPTHPORT_REQUIRE_GPU=1, accelerator and reference tests may not skip."""
     truthy = ("1", "true", "yes")

@@ -19,7 +19,7 @@ from PIL import Image
 from depthport.cli import main
 from depthport.core.schema import NOT_MEASURED, Verdict, file_status, read_report, ReportError
 
-from helpers import import_or_skip
+from helpers import gpu_ok, import_or_skip, shipped
 
 ASSET = "src/depthport/assets/chelsea.jpg"
 TINY = ["export", "da2-tiny", "--size", "56x70"]
@@ -75,7 +75,7 @@ def test_fp32_file_is_gated_against_float64(verified):
     assert "fp64_error_ratio" in art["checks"]["parity"]["thresholds"]
     assert art["checks"]["gpu_static"]["state"] == "pass" and art["checks"]["gpu_static"]["required"] is True
     assert art["checks"]["gpu_runtime"]["state"] == NOT_MEASURED and art["checks"]["gpu_runtime"]["required"] is False
-    assert report["schema_version"] == 2 and "README.md" in report["written_files"]
+    assert report["schema_version"] == 3 and "README.md" in report["written_files"]
 
 
 def test_card_says_only_what_is_true(verified):
@@ -105,7 +105,7 @@ def test_skipped_verification_is_unverified_everywhere(tmp_path, capsys):
     assert "UNVERIFIED" in captured.err and "unverified" in captured.out
     report = read_report(out / "report.json")
     [art] = report["artifacts"]
-    assert art["status"] == "unverified" and art["shipped"] is False
+    assert art["status"] == "unverified" and shipped(art) is False
     assert art["checks"]["parity"]["state"] == NOT_MEASURED and art["checks"]["parity"]["cause"] == "skipped on request"
     text = (out / "README.md").read_text()
     assert "**UNVERIFIED**" in text and "passed every check" not in text and "passed its gates" not in text
@@ -126,7 +126,7 @@ def test_gpu_run_without_a_device_is_a_failure_not_a_pass(tmp_path, capsys, monk
     assert "litert-fp32" in err and "not shipped" in err and "no Vulkan device" in err
     [art] = read_report(out / "report.json")["artifacts"]
     assert art["checks"]["gpu_runtime"]["state"] == NOT_MEASURED and art["checks"]["gpu_runtime"]["required"]
-    assert art["gpu_ok"] is None and art["file"].startswith("not-shipped/")
+    assert gpu_ok(art) is None and art["file"].startswith("not-shipped/")
 
 
 def test_da3_verification_without_its_reference_package_fails_the_export(tmp_path, capsys, monkeypatch, one_image):

@@ -12,7 +12,7 @@ from depthport.export.context import StageOptions
 from depthport.export.targets import ExportContext, load_all
 from depthport.runtimes import load_runner
 
-from helpers import TINY_HW, image_batch, rel_l2, vulkan_or_skip
+from helpers import TINY_HW, gpu_ok, gpu_reason, image_batch, rel_l2, vulkan_or_skip
 
 VARIANTS = ("litert-fp16", "litert-int8", "litert-int8-weight")
 
@@ -135,12 +135,12 @@ def test_gpu_verdicts(exported):
     _, e = exported
     rules = {name: {v["rule"] for v in entry["gpu_check"]["violations"] if v["severity"] == "error"}
              for name, entry in e.items()}
-    assert e["litert-fp32"]["gpu_ok"] is (not rules["litert-fp32"])
+    assert gpu_ok(e["litert-fp32"]) is (not rules["litert-fp32"])
     # Dynamic INT8 adds no GPU problem of its own: the encoder's FCs are rank-2, so the rank-3 FC + ADD rule is silent.
-    assert rules["litert-int8"] == rules["litert-fp32"] and e["litert-int8"]["gpu_ok"] is e["litert-fp32"]["gpu_ok"]
-    assert e["litert-int8-weight"]["gpu_ok"] is False
+    assert rules["litert-int8"] == rules["litert-fp32"] and gpu_ok(e["litert-int8"]) is gpu_ok(e["litert-fp32"])
+    assert gpu_ok(e["litert-int8-weight"]) is False
     assert "int8-weight-only-fc" in rules["litert-int8-weight"]
-    assert "int8-weight-only-fc" in e["litert-int8-weight"]["gpu_reason"]
+    assert "int8-weight-only-fc" in gpu_reason(e["litert-int8-weight"])
 
 
 def test_fp16_compute_prediction_in_entries(exported):
@@ -222,6 +222,6 @@ def test_runtime_gpu_check_runs_dynamic_int8_and_rejects_weight_only(exported, t
     for entry in (int8, weight_only):
         check_litert(ctx, entry, ctx.out_dir / entry["file"])
     assert int8["gpu_runtime"]["fully_delegated"] is True and int8["gpu_runtime"]["numeric_ok"] is True
-    assert int8["gpu_ok"] is True
-    assert weight_only["gpu_runtime"]["fully_delegated"] is False and weight_only["gpu_ok"] is False
-    assert weight_only["gpu_reason"].startswith("GPU runtime: GPU-only compile failed")
+    assert gpu_ok(int8) is True
+    assert weight_only["gpu_runtime"]["fully_delegated"] is False and gpu_ok(weight_only) is False
+    assert gpu_reason(weight_only).startswith("GPU runtime: GPU-only compile failed")

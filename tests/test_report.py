@@ -13,6 +13,7 @@ from PIL import Image
 
 from depthport.report.html import render
 from helpers import TINY_HW as HW
+from helpers import shipped
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +76,7 @@ def test_report_html_has_the_tables_and_the_random_banner(exported):
     fp32, fp16 = report["artifacts"]
     assert f"{fp32['parity']['rel_l2_pooled']:.3e}" in page
     assert f"{fp32['latency_ms']['median']:.2f}" in page
-    assert fp16["shipped"] is False and "not-shipped/tiny_&lt;fp16&gt;.tflite" in page
+    assert shipped(fp16) is False and "not-shipped/tiny_&lt;fp16&gt;.tflite" in page
     assert "<fp16>" not in page  # file names are escaped
     assert '<span class="fail">FAIL</span>' in page and '<span class="pass">pass</span>' in page
 

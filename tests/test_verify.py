@@ -17,6 +17,7 @@ from depthport.verify import accuracy, gates
 from depthport.core import metrics
 from depthport.core.images import BUILTIN, builtin_set, folder_set
 from helpers import TINY_HW as HW
+from helpers import shipped
 
 
 @pytest.fixture(scope="module")
@@ -257,8 +258,8 @@ def test_verify_step_moves_a_failing_variant_to_not_shipped(tiny, tmp_path, imag
     report["artifacts"][0]["precision"] = "int8"  # judged by the (passing) int8 default instead
     step.apply(ctx, report)
     passed, failed = report["artifacts"]
-    assert passed["shipped"] is True and passed["gate"]["passed"] is True
-    assert failed["shipped"] is False and failed["gate"]["passed"] is False
+    assert shipped(passed) is True and passed["gate"]["passed"] is True
+    assert shipped(failed) is False and failed["gate"]["passed"] is False
     assert "pearson_worst" in failed["gate"]["reasons"][0]
     assert failed["file"] == "not-shipped/b_fp32.tflite"
     assert (ctx.out_dir / "not-shipped" / "b_fp32.tflite").is_file()
@@ -386,7 +387,7 @@ def test_cli_verify_writes_report_and_applies_gates(tiny, tmp_path, images):
     assert report["verify"]["images"] == ["cat.jpg"] and report["command"].startswith("depthport")
     assert "FAIL" in (out / "report.html").read_text(encoding="utf-8")
     # judged as the export's verify stage judges (it is the same code), but the user's file stays where it is
-    assert art["status"] == "not shipped" and art["shipped"] is False and "rel_l2_pooled" in art["status_reason"]
+    assert art["status"] == "not shipped" and shipped(art) is False and "rel_l2_pooled" in art["status_reason"]
     assert path.is_file() and "not_shipped" not in report
 
 

@@ -17,7 +17,7 @@ from ..runtimes.torch import torch_threads
 from .delegation import delegation_verdict
 from .fp16_compute import SUMMARY_KEYS, fp16_arithmetic_entry, fp16_verdict, predict_fp16
 from .gpu_runtime import empty_runtime
-from .verdict import NOT_REQUESTED, check_tflite, gpu_decision, runtime_verdict
+from .verdict import NOT_REQUESTED, check_tflite, runtime_verdict
 
 BACKENDS = {"xnnpack": "XNNPACK", "coreml": "Core ML"}
 
@@ -47,10 +47,6 @@ def check_litert(ctx: ExportContext, art: dict, path: Path) -> dict:
     for_gpu = art["target"] in GPU_TARGETS
     set_check(art, "gpu_static", static, required=for_gpu and runtime is None)
     set_check(art, "gpu_runtime", on_gpu, required=for_gpu and runtime is not None)
-    decided = gpu_decision(static, on_gpu)
-    art["gpu_ok"] = decided.to_dict()["passed"]
-    art["gpu_reason"] = None if decided.ok else (
-        f"{'GPU runtime' if decided is on_gpu else 'static GPU check'}: {decided.reason}")
     prediction = fp16_prediction(ctx)
     if prediction is not None:
         art["fp16_compute"] = prediction

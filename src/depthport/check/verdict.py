@@ -7,7 +7,7 @@ from typing import Any
 
 from depthport.check.gpu_runtime import empty_runtime, run_gpu_check
 from depthport.check.static import Violation, check_static
-from depthport.core.schema import ERROR, SKIPPED, Verdict
+from depthport.core.schema import ERROR, SKIPPED, Verdict, verdict_of
 from depthport.core.tflite_graph import TfliteReadError, graph_summary, read_graph
 
 NOT_REQUESTED = "runtime check not run (use --run-gpu)"
@@ -51,6 +51,15 @@ def gpu_decision(static: Verdict, runtime: Verdict) -> Verdict:
     if runtime.cause == SKIPPED:
         return static
     return runtime
+
+
+def gpu_outcome(art: dict) -> tuple[Verdict, str | None]:
+    """(the GPU verdict, why it did not pass or None) of a .tflite entry, read from its ``gpu_static`` and
+    ``gpu_runtime`` checks (``gpu_decision``)."""
+    static, on_gpu = verdict_of(art, "gpu_static"), verdict_of(art, "gpu_runtime")
+    decided = gpu_decision(static, on_gpu)
+    why = None if decided.ok else f"{'GPU runtime' if decided is on_gpu else 'static GPU check'}: {decided.reason}"
+    return decided, why
 
 
 def check_tflite(path: str | Path, run_gpu: bool = False, numeric_file: str | Path | None = None,

@@ -11,7 +11,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SCHEMA_VERSION = 2
+# 3: an artifact's gpu_ok, gpu_reason and shipped dropped, duplicates of its checks and status
+# (check.verdict.gpu_outcome reads the GPU verdict from the checks).
+SCHEMA_VERSION = 3
 PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
 STATES = (PASS, FAIL, NOT_MEASURED)
 # Why a check was not measured: the user asked (--skip), the file cannot run on this machine by design

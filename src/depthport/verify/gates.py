@@ -194,7 +194,6 @@ def settle(report: dict, out_dir: Path | None, files: dict | None = None) -> Non
         report["not_shipped"] = []
     for art in report["artifacts"]:
         art["status"], art["status_reason"] = file_status(art)
-        art["shipped"] = art["status"] == "shipped"
         if art["status"] != NOT_SHIPPED or out_dir is None:
             continue
         src = out_dir / art["file"]
