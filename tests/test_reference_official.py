@@ -207,6 +207,6 @@ def test_export_from_official_pth_passes_the_fp32_gate(official_pth, tmp_path):
     assert "Depth-Anything-V2's official pos-embed resampling" in report["verify"]["reference"]
     assert str(official_pth) in report["verify"]["reference"]
     [art] = report["artifacts"]
-    assert art["target"] == "litert-fp32" and art["gate"]["passed"] is True and shipped(art) is True
+    assert art["target"] == "litert-fp32" and art["checks"]["parity"]["passed"] is True and shipped(art) is True
     assert art["parity"]["rel_l2_pooled"] <= 1e-5
     assert json.loads((out / "report.json").read_text())["verify"]["reference"] == report["verify"]["reference"]

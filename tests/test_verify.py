@@ -258,9 +258,9 @@ def test_verify_step_moves_a_failing_variant_to_not_shipped(tiny, tmp_path, imag
     report["artifacts"][0]["precision"] = "int8"  # judged by the (passing) int8 default instead
     step.apply(ctx, report)
     passed, failed = report["artifacts"]
-    assert shipped(passed) is True and passed["gate"]["passed"] is True
-    assert shipped(failed) is False and failed["gate"]["passed"] is False
-    assert "pearson_worst" in failed["gate"]["reasons"][0]
+    assert shipped(passed) is True and passed["checks"]["parity"]["passed"] is True
+    assert shipped(failed) is False and failed["checks"]["parity"]["passed"] is False
+    assert "pearson_worst" in failed["checks"]["parity"]["reasons"][0]
     assert failed["file"] == "not-shipped/b_fp32.tflite"
     assert (ctx.out_dir / "not-shipped" / "b_fp32.tflite").is_file()
     assert not (ctx.out_dir / "b_fp32.tflite").exists()
@@ -382,7 +382,7 @@ def test_cli_verify_writes_report_and_applies_gates(tiny, tmp_path, images):
     report = json.loads((out / "report.json").read_text())
     [art] = report["artifacts"]
     assert 0 < art["parity"]["rel_l2_pooled"] < 1e-5
-    assert art["gate"]["passed"] is False and "rel_l2_pooled" in art["gate"]["reasons"][0]
+    assert art["checks"]["parity"]["passed"] is False and "rel_l2_pooled" in art["checks"]["parity"]["reasons"][0]
     assert report["random_weights"] is True and "vs_eager" not in art["parity"]
     assert report["verify"]["images"] == ["cat.jpg"] and report["command"].startswith("depthport")
     assert "FAIL" in (out / "report.html").read_text(encoding="utf-8")
@@ -419,7 +419,7 @@ def test_fp16_arithmetic_verdict_is_measured_only_where_the_cpu_computes_fp16():
     bad = {"pearson_worst": 0.99967, "rel_l2_pooled": 1.2e-2, "delta125_worst": 0.967}
     storage = {"arithmetic": False, "mode": "fp16 storage only", "reason": "no avx512_fp16"}
     # Storage only: a good measurement is not evidence; the prediction decides.
-    art = {"parity": good, "precision": "fp16", "gate": gates.evaluate(good, "fp16", g),
+    art = {"parity": good, "precision": "fp16", "checks": {"parity": gates.evaluate(good, "fp16", g)},
            "fp16_arithmetic": {**storage, "prediction": {"figures": bad}}}
     verdict = gates.fp16_arithmetic_verdict(art, g)
     assert verdict.state == "fail" and "predicted" in verdict.reason and "no avx512_fp16" in verdict.reason
@@ -429,7 +429,8 @@ def test_fp16_arithmetic_verdict_is_measured_only_where_the_cpu_computes_fp16():
     assert gates.fp16_arithmetic_verdict(art, g).state == "not measured"
     # FP16 arithmetic: the measurement decides, whatever was predicted.
     real = {"arithmetic": True, "mode": "fp16 arithmetic", "reason": "has avx512_fp16"}
-    art = {"parity": bad, "precision": "fp16", "gate": gates.evaluate(bad, "fp16", g), "fp16_arithmetic": real}
+    art = {"parity": bad, "precision": "fp16", "checks": {"parity": gates.evaluate(bad, "fp16", g)},
+           "fp16_arithmetic": real}
     verdict = gates.fp16_arithmetic_verdict(art, g)
     assert verdict.state == "fail" and "measured on FP16 arithmetic" in verdict.reason
 

@@ -186,7 +186,7 @@ def print_summary(report: dict, out: Path) -> None:
                 "vs eager rel L2", "vs fp64 rel L2", "AbsRel", "gate"):
         table.add_column(col)
     for a in report["artifacts"]:
-        p, acc, verdict = a["parity"], a.get("accuracy") or {}, Verdict.from_dict(a["gate"]).text()
+        p, acc, verdict = a["parity"], a.get("accuracy") or {}, Verdict.from_dict(a["checks"]["parity"]).text()
         if "pearson_worst" not in p:  # the file did not run: its verdict says why
             table.add_row(Path(a["file"]).name, str(a.get("precision") or "?"), *["-"] * 8, verdict)
             continue
@@ -198,7 +198,7 @@ def print_summary(report: dict, out: Path) -> None:
     console.print(table)
     for a in report["artifacts"]:
         if "pearson_worst" not in a["parity"]:
-            console.print(f"{Path(a['file']).name}: {Verdict.from_dict(a['gate']).text()}", soft_wrap=True)
+            console.print(f"{Path(a['file']).name}: {Verdict.from_dict(a['checks']['parity']).text()}", soft_wrap=True)
         check = a.get("checks", {}).get("fp16_arithmetic")
         if check is not None:
             console.print(f"{Path(a['file']).name} on FP16 arithmetic: {Verdict.from_dict(check).text()}")

@@ -80,8 +80,8 @@ def run_web(args, paths: list[Path]) -> int:
            "web": {"runtime": config["runtime"], "model_file": config["model_file"]}}
     web_folder.record(art, result)
     thresholds = gates.thresholds(args.gate, built.spec.metric)
-    art["gate"] = gates.evaluate(art["parity"], "fp32", thresholds, gates.unit_label(built.spec.units()))
-    set_check(art, "parity", Verdict.from_dict(art["gate"]), required=True)
+    parity = gates.evaluate(art["parity"], "fp32", thresholds, gates.unit_label(built.spec.units()))
+    set_check(art, "parity", Verdict.from_dict(parity), required=True)
     art["status"], art["status_reason"] = file_status(art)
     out = Path(args.out) if args.out else folder.parent / f"verify-{folder.name}"
     out.mkdir(parents=True, exist_ok=True)

@@ -98,7 +98,7 @@ def parity_rows(report: dict, key: str | None) -> list[dict]:
         if key:
             p = p.get(key) or {}
         row = {"file": a["file"], "precision": a.get("precision", "-"),
-               "gate": _verdict((a.get("checks") or {}).get("parity") or a.get("gate"))}
+               "gate": _verdict((a.get("checks") or {}).get("parity"))}
         if "pearson_worst" not in p:
             rows.append({**row, "missing": p.get("error") or p.get("not_measured") or "not measured"})
             continue

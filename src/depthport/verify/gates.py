@@ -21,7 +21,7 @@ import copy
 import os
 from pathlib import Path
 
-from ..core.schema import ERROR, NOT_MEASURED, NOT_SHIPPED, SKIPPED, Verdict, file_status, set_check
+from ..core.schema import ERROR, NOT_MEASURED, NOT_SHIPPED, SKIPPED, Verdict, file_status, set_check, verdict_of
 from ..errors import InputError
 from ..outdir import NOT_SHIPPED_DIR
 
@@ -141,7 +141,7 @@ def fp16_arithmetic_verdict(art: dict, gates: dict[str, dict[str, float]], unit:
     measurement is never taken as this evidence."""
     found = art["fp16_arithmetic"]
     if found.get("arithmetic"):
-        verdict = Verdict.from_dict(art["gate"])
+        verdict = verdict_of(art, "parity")
         where = f"measured on FP16 arithmetic ({found.get('reason')})"
     else:
         prediction = found.get("prediction")
@@ -174,13 +174,11 @@ def apply_gates(report: dict, out_dir: Path | None, gates: dict[str, dict[str, f
     report["gates"] = gates
     unit = unit_label(report.get("output_units"))
     for art in report["artifacts"]:
-        art["gate"] = evaluate(art.get("parity"), art.get("precision"), gates, unit)
-        verdict = Verdict.from_dict(art["gate"])
+        verdict = Verdict.from_dict(evaluate(art.get("parity"), art.get("precision"), gates, unit))
         compute = (art.get("parity") or {}).get("compute")
         if compute and verdict.state != NOT_MEASURED:
             verdict = Verdict(verdict.state, (*verdict.reasons, f"measured with {compute}"), verdict.figures,
                               verdict.thresholds)
-            art["gate"] = verdict.to_dict()
         set_check(art, "parity", verdict, required=True)
         if "fp16_arithmetic" in art:
             set_check(art, "fp16_arithmetic", fp16_arithmetic_verdict(art, gates, unit), required=True)
