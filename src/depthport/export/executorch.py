@@ -176,8 +176,8 @@ def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gel
 FORMS = {
     "fp32": {},
     "xnnpack-fp16": {"fp16_range_norm": True, "sigmoid_gelu": True, "fp16_io": True},
-    # The same with every long reduction split (export.split_k): XNNPACK's FP16 accumulation error ~4x smaller at
-    # DA-V2-Small 518x686 (predicted), about 3x the time of xnnpack-fp16 (README, "FP16").
+    # The same with every long reduction split (export.split_k): XNNPACK's FP16 error ~5x smaller at DA-V2-Small
+    # 518x686 (predicted, 1.8x PyTorch half's), 3x-5.5x the time of xnnpack-fp16 without FP16 arithmetic (README, "FP16").
     "xnnpack-fp16-split": {"fp16_range_norm": True, "sigmoid_gelu": True, "fp16_io": True, "split_k": 16,
                            "conv_split_k": 36},
     "coreml": {"fp16_range_norm": True},
