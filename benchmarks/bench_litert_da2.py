@@ -56,8 +56,8 @@ def convert_to(model: nn.Module, sample: torch.Tensor, path: Path) -> Path:
 
 
 def build_files(args, spec, weights, hw, work: Path) -> tuple[dict[str, Path], nn.Module, list[str]]:
-    """Every file the run times, written into ``work``; returns (label -> path, reference module, notes)."""
-    notes, files = [], {}
+    """Every file the run times, written into ``work``; returns (label -> path, reference module)."""
+    files = {}
     stem = spec.id.replace("-", "_")
 
     def made(label: str, path: Path, make) -> None:
@@ -83,7 +83,7 @@ def build_files(args, spec, weights, hw, work: Path) -> tuple[dict[str, Path], n
     channels = built.model.head.out_conv1.out_channels
     made("final resize only (exact)", work / "final_resize_exact.tflite", lambda: convert_to(
         resize, torch.zeros(1, channels, *resize.in_hw), work / "final_resize_exact.tflite"))
-    return files, reference, notes
+    return files, reference
 
 
 
@@ -107,7 +107,7 @@ def main() -> int:
     args = p.parse_args()
 
     hw, spec, weights, work = run_setup(args)
-    files, reference, notes = build_files(args, spec, weights, hw, work)
+    files, reference = build_files(args, spec, weights, hw, work)
 
     entries, x_image = [], to_tensor(builtin_image("astronaut"), hw)
     with native_stderr_muted():
@@ -160,8 +160,6 @@ def main() -> int:
                       f"({1 / (1 - cut):.3f}x faster); target >= 15 %: {'met' if cut >= 0.15 else 'NOT met'}; "
                       f"exact final resize alone: {summary[f'final_resize_alone_share_{stat}']:.1%} of FP32, "
                       f"exact minus approx export: {summary[f'exact_minus_approx_share_{stat}']:.1%}")
-    for note in notes:
-        console.print(f"note: {note}")
     m = machine()
     console.print(f"peak memory: {MEMORY_METHOD}")
     console.print(f"machine: {m['cpu']}, {m['cores']} cores, {m['os']}")
@@ -170,7 +168,7 @@ def main() -> int:
         console.print("weights: random (seed 0); latency does not depend on them, parity is vs a random reference")
     if args.json:
         Path(args.json).write_text(json.dumps({"results": records, "summary": summary, "parity_rel_l2": parity,
-                                               "memory": memory, "notes": notes, "machine": m,
+                                               "memory": memory, "machine": m,
                                                "versions": versions()}, indent=2) + "\n")
     return 0
 

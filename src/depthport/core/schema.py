@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # 3: an artifact's gpu_ok, gpu_reason, shipped, gate and gpu_check's gpu_clean and static dropped, duplicates of
-# its checks and status
-# (check.verdict.gpu_outcome reads the GPU verdict from the checks; the parity gate is checks.parity).
+# its checks and status (check.verdict.gpu_outcome reads the GPU verdict from the checks; the parity gate is
+# checks.parity).
 SCHEMA_VERSION = 3
 PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
 STATES = (PASS, FAIL, NOT_MEASURED)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..build import Built
 from .context import ExportContext, StageOptions, artifact_entry
+from .litert import tflite_entry
 from .targets import TARGETS
 
 
@@ -45,8 +46,6 @@ class TargetFiles:
 
     def entry(self, path: str | Path, target: str, **extra) -> dict:
         """The report entry of a file made beside the targets (for example another quantisation recipe)."""
-        from ..core.tflite_graph import graph_summary
-
         path = Path(path)
-        summary = graph_summary(path) if path.suffix == ".tflite" else {}
-        return artifact_entry(self.context, path, target, **summary, **extra)
+        entry = tflite_entry if path.suffix == ".tflite" else artifact_entry
+        return entry(self.context, path, target, **extra)
