@@ -10,12 +10,16 @@ against the upstream model in FP32:
   default FP16 precision ("fp16"), FP16 tensors with FP32 accumulation ("fp32");
 - with ``--ledger``: the FP16 error ledger of the XNNPACK prediction (what keeping each part in FP32 buys);
 - the calibration figures measured on FP16 arithmetic (``depthport.fp16.calibration``) when they match;
-- with ``--record`` on a CPU that computes FP16 (avx512_fp16, ARMv8.2): the measured row written into the
-  package's ``calibration.json`` (replacing the entry for the same model, shape and weights), so that machines
-  without FP16 arithmetic check the prediction against it (tests/test_executorch.py for the tiny configs).
+- with ``--arm64``: the .pte measured on an emulated ARMv8.2-A CPU with FP16 arithmetic instead of this CPU
+  (``depthport.runtimes.arm64``; ``benchmarks/arm64/setup.sh`` builds it), FP16 accumulation confirmed by a
+  sentinel file in the same run;
+- with ``--record`` where the file was computed in FP16 arithmetic (avx512_fp16, ARMv8.2, ``--arm64``): the
+  measured row written into the package's ``calibration.json`` (replacing the entry for the same model, shape,
+  weights and hardware), so that machines without FP16 arithmetic check the prediction against it
+  (tests/test_executorch.py for the tiny configs).
 
     python benchmarks/fp16_floor.py [--model da2-small] [--size 518x686] [--target xnnpack-fp16-split]
-                                    [--fp16-safe] [--split-k 16] [--ledger] [--no-pte] [--record]
+                                    [--fp16-safe] [--split-k 16] [--ledger] [--no-pte] [--arm64] [--record]
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import copy
 import importlib.metadata
+import platform
 import tempfile
 from pathlib import Path
 
@@ -46,6 +51,10 @@ from depthport.quiet import native_stderr_muted
 from depthport.reference import reference_model
 from depthport.rewrites import default_rewrites
 from depthport.runtimes import load_runner
+from depthport.runtimes.arm64 import run_pte
+
+ARM64_HARDWARE = "arm64 neonfp16arith (qemu)"
+X86_HARDWARE = "x86 avx512_fp16"
 
 IMAGES = ("astronaut", "camera", "chelsea")
 
@@ -81,12 +90,27 @@ def record(console: Console, args, built, measured: dict, found: dict) -> None:
         "worst": {"rel_l2": max(measured["per_image_rel_l2"]), "pearson": measured["pearson_worst"],
                   "delta125": measured["delta125_worst"]},
         "per_image": {"rel_l2": dict(zip(IMAGES, measured["per_image_rel_l2"]))},
-        "source": "python benchmarks/fp16_floor.py --model {} --size {} --record".format(args.model, args.size),
+        "hardware": found["hardware"],
+        "source": "python benchmarks/fp16_floor.py --model {} --size {}{} --record".format(
+            args.model, args.size, " --arm64" if args.arm64 else ""),
     }
-    kept = [c for c in load_calibration() if (c["model"], list(c["size"]), c["weights"]) !=
-            (entry["model"], entry["size"], entry["weights"])]
+    if args.arm64:
+        entry["cpu"] = f"{found['reason']}; host {info['cpu']}, {info['cores']} cores"
+        entry["isa"] = ["asimdhp", "fphp"]
+        entry["versions"]["qemu"] = found["qemu"]
+        entry["versions"]["runtime"] = "executorch 1.5.1 and torch 2.13.0 aarch64 wheels (PyPI), in the emulator"
+    key = ("model", "size", "weights", "hardware")
+    kept = [c for c in load_calibration() if [c.get(k) for k in key] != [entry[k] for k in key]]
     write_calibration(kept + [entry])
     console.print(f"recorded in {CALIBRATION}")
+
+
+def qemu_version() -> str:
+    import shutil
+    import subprocess
+
+    qemu = shutil.which("qemu-aarch64-static") or shutil.which("qemu-aarch64") or "qemu-aarch64"
+    return subprocess.run([qemu, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
 
 
 def provenance_commit() -> str:
@@ -113,8 +137,10 @@ def main() -> None:
     ap.add_argument("--time", type=int, metavar="ROUNDS",
                     help="with a split form: time it and xnnpack-fp16, interleaved, ROUNDS rounds")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--arm64", action="store_true",
+                    help="measure the .pte on the emulated ARMv8.2-A CPU with FP16 arithmetic (benchmarks/arm64)")
     ap.add_argument("--record", action="store_true",
-                    help="write the measured row into depthport/fp16/calibration.json (FP16-arithmetic CPUs only)")
+                    help="write the measured row into depthport/fp16/calibration.json (FP16-arithmetic runs only)")
     args = ap.parse_args()
     if args.record and (args.no_pte or args.fp16_safe or args.split_k or args.target != "xnnpack-fp16"):
         ap.error("--record keeps the plain xnnpack-fp16 file's measurement: drop --no-pte, --fp16-safe, --split-k, "
@@ -124,7 +150,8 @@ def main() -> None:
     hw = parse_size(args.size)
     built = build(args.model, hw, args.weights,
                   rewrites=default_rewrites(fp16_safe=("norm", "attention") if args.fp16_safe else ()))
-    found = fp16_arithmetic()
+    found = {**fp16_arithmetic(), "hardware": X86_HARDWARE if platform.machine() in ("x86_64", "AMD64")
+             else "arm64 neonfp16arith"}
     console.print(f"machine: {describe(machine_info(args.threads))}; {found['reason']}")
     console.print(f"{args.model} {args.size}, weights {built.weights.source}, rewrites {', '.join(built.rewrites)}")
     normalize = "fold_input_normalization" not in built.rewrites
@@ -146,9 +173,18 @@ def main() -> None:
             module, _ = backend_form(built.model, **options)
             manager, _ = lower_xnnpack(module, torch.zeros(1, 3, *hw))
             path = write_pte(manager, Path(tempfile.mkdtemp()) / "xnnpack_fp16.pte")
-            runner = load_runner(path, threads=args.threads)
-            measured = [depth(runner.run(x.numpy())) for x in xs]
-        rows[f"{args.target} .pte measured ({found['mode']})"] = figures(measured, refs)
+            if args.arm64:
+                run = run_pte(path, [(x.numpy(),) for x in xs], threads=args.threads)
+                measured = [depth(torch.from_numpy(o)) for o in run.outputs]
+                found = {"arithmetic": run.arithmetic, "reason": run.description, "hardware": ARM64_HARDWARE,
+                         "mode": "ARMv8.2 FP16 arithmetic, emulated" if run.arithmetic else "NOT FP16 arithmetic",
+                         "qemu": qemu_version()}
+                console.print(f"{run.description} ({run.seconds:.0f} s for {len(xs)} images)")
+            else:
+                runner = load_runner(path, threads=args.threads)
+                measured = [depth(runner.run(x.numpy())) for x in xs]
+        measured_label = f"{args.target} .pte measured ({found['mode']})"
+        rows[measured_label] = figures(measured, refs)
         if args.time and options.get("split_k"):
             from depthport.bench import Entry, time_interleaved
 
@@ -174,7 +210,7 @@ def main() -> None:
         table.add_row(label, f"{f['rel_l2_pooled']:.3e}", " ".join(f"{v:.2e}" for v in f["per_image_rel_l2"]),
                       f"{f['pearson_worst']:.6f}", f"{f['delta125_worst']:.4f}", str(f["finite"]), f.get("overflow", "-"))
     console.print(table)
-    cal = matching(args.model, hw, built.weights.source)
+    cal = matching(args.model, hw, built.weights.source, hardware=ARM64_HARDWARE if args.arm64 else None)
     if cal is not None and not (args.fp16_safe or args.split_k or args.target != "xnnpack-fp16"):
         pred = rows["predicted: XNNPACK f16 kernels"]
         ratio = max(pred["per_image_rel_l2"]) / cal["worst"]["rel_l2"]
@@ -183,7 +219,7 @@ def main() -> None:
                       f"{max(pred['per_image_rel_l2']):.3g}, delta {pred['delta125_worst']:.4g}: "
                       f"ratio {ratio:.2f} (within 1.5x: {1 / 1.5 <= ratio <= 1.5})")
     if args.record:
-        record(console, args, built, rows[f"{args.target} .pte measured ({found['mode']})"], found)
+        record(console, args, built, rows[measured_label], found)
     if args.ledger:
         ledger = fp16_ledger(form, xs, progress=lambda m: console.print(m))
         lt = Table(title=f"FP16 error ledger (XNNPACK prediction, baseline rel L2 {ledger['baseline']['rel_l2']:.3e})")

@@ -209,17 +209,20 @@ def test_fp16_pte_measured_against_the_xnnpack_prediction(built, exported):
         assert max(measured) < min(predicted["xnnpack"]) / 2, (measured, predicted, found["reason"])
 
 
+@pytest.mark.parametrize("hardware", ["x86 avx512_fp16", "arm64 neonfp16arith (qemu)"])
 @pytest.mark.parametrize("model_id", ["da2-tiny", "da3-tiny"])
-def test_xnnpack_prediction_matches_fp16_arithmetic_measured_on_a_cpu_that_has_it(model_id):
+def test_xnnpack_prediction_matches_fp16_arithmetic_measured_on_a_cpu_that_has_it(model_id, hardware):
     """On any CPU, the prediction of XNNPACK's f16 kernels agrees within 1.5x per image with the error that
-    FP16 arithmetic gave the same tiny file on a CPU that computes it (``calibration.json``, written by
-    ``benchmarks/fp16_floor.py --record`` on avx512_fp16)."""
+    FP16 arithmetic gave the same tiny file where it is computed (``calibration.json``, written by
+    ``benchmarks/fp16_floor.py --record``): on a Sapphire Rapids (avx512_fp16 kernels) and on an emulated ARMv8.2
+    CPU (``--arm64``: ExecuTorch's aarch64 build, neonfp16arith kernels, as a phone's CPU)."""
     from depthport.check.fp16_compute import xnnpack_fp16_form
     from depthport.fp16 import simulate_fp16
     from depthport.fp16.calibration import matching
 
-    entry = matching(model_id, HW)
-    assert entry is not None and "avx512_fp16" in entry["isa"], f"no FP16-arithmetic measurement of {model_id}"
+    entry = matching(model_id, HW, hardware=hardware)
+    assert entry is not None, f"no FP16-arithmetic measurement of {model_id} on {hardware}"
+    assert {"avx512_fp16"} <= set(entry["isa"]) if hardware.startswith("x86") else {"asimdhp"} <= set(entry["isa"])
     tiny = build(model_id, HW)
     normalize = "fold_input_normalization" not in tiny.rewrites
     xs = [torch.from_numpy(to_tensor(builtin_image(n), HW, normalize=normalize)) for n in entry["images"]]
@@ -235,8 +238,24 @@ def test_fp16_pte_calibration_figures_are_kept_and_stated():
     from depthport.fp16.calibration import load_calibration
 
     cal = load_calibration()
-    assert cal and all({"cpu", "isa", "versions", "model", "size", "images", "worst"} <= set(c) for c in cal)
+    assert cal and all({"cpu", "isa", "versions", "model", "size", "images", "worst", "hardware"} <= set(c)
+                       for c in cal)
     assert any("avx512_fp16" in c["isa"] for c in cal)
+    arm = [c for c in cal if c["hardware"] == "arm64 neonfp16arith (qemu)"]
+    assert arm and all("qemu" in c["versions"] and "FP16 accumulation confirmed" in c["cpu"] for c in arm)
+
+
+def test_arm64_emulation_says_why_it_cannot_run(tmp_path, monkeypatch):
+    """Without the emulated machine (benchmarks/arm64/setup.sh), the arm64 runner names what is missing and
+    refuses with an InputError instead of running anything."""
+    from depthport.errors import InputError
+    from depthport.runtimes import arm64
+
+    monkeypatch.setenv(arm64.ROOT_ENV, str(tmp_path / "nothing-here"))
+    ok, reason = arm64.availability()
+    assert ok is False and ("setup.sh" in reason)
+    with pytest.raises(InputError, match="emulated ARMv8.2"):
+        arm64.run_pte(tmp_path / "m.pte", [(np.zeros((1, 3, 8, 8), np.float32),)])
 
 
 def test_split_reductions_are_exact_and_shorten_fp16_accumulation(built, image):
