@@ -433,16 +433,32 @@ def test_fp16_arithmetic_verdict_is_measured_only_where_the_cpu_computes_fp16():
            "fp16_arithmetic": real}
     verdict = gates.fp16_arithmetic_verdict(art, g)
     assert verdict.state == "fail" and "measured on FP16 arithmetic" in verdict.reason
+    # Storage only, measured on the emulated ARMv8.2-A CPU (--fp16-arm64): the emulated measurement decides.
+    emulated = {**bad, "compute_reason": "sentinel: 4096 ones summed to 2048"}
+    art = {"parity": good, "precision": "fp16", "checks": {"parity": gates.evaluate(good, "fp16", g)},
+           "fp16_arithmetic": {**storage, "prediction": {"figures": good}, "emulated": emulated}}
+    verdict = gates.fp16_arithmetic_verdict(art, g)
+    assert verdict.state == "fail" and "emulated: sentinel: 4096 ones summed to 2048" in verdict.reason
+    art["fp16_arithmetic"]["emulated"] = {**good, "compute_reason": "sentinel: 4096 ones summed to 2048"}
+    assert gates.fp16_arithmetic_verdict(art, g).state == "pass"
+    # The emulation could not run: the prediction decides and the reason says why it was not measured.
+    art["fp16_arithmetic"]["emulated"] = {"not_measured": "qemu-aarch64 is not installed"}
+    verdict = gates.fp16_arithmetic_verdict(art, g)
+    assert verdict.state == "pass" and "predicted" in verdict.reason
+    assert "emulation not measured: qemu-aarch64 is not installed" in verdict.reason
 
 
-def test_fp16_pte_export_is_gated_on_fp16_arithmetic(tmp_path):
+def test_fp16_pte_export_is_gated_on_fp16_arithmetic(tmp_path, monkeypatch):
     from depthport.cli import main
     from depthport.core.machine import fp16_arithmetic
     from depthport.core.schema import read_report
 
+    from depthport.runtimes import arm64
+
+    monkeypatch.setenv(arm64.ROOT_ENV, str(tmp_path / "no-arm64-here"))  # --fp16-arm64 without the emulator
     out = tmp_path / "out"
     rc = main(["export", "da2-tiny", "--size", "56x70", "--targets", "xnnpack-fp16", "--out", str(out),
-               "--skip", "ledger,bench"])
+               "--skip", "ledger,bench", "--fp16-arm64"])
     report = read_report(out / "report.json")
     art = report["artifacts"][0]
     check = art["checks"]["fp16_arithmetic"]
@@ -453,4 +469,8 @@ def test_fp16_pte_export_is_gated_on_fp16_arithmetic(tmp_path):
     assert f"measured with {found['mode']}" in " ".join(art["checks"]["parity"]["reasons"])
     if not found["arithmetic"]:
         assert art["fp16_arithmetic"]["prediction"]["accumulate"] == "xnnpack"
+        assert "setup.sh" in art["fp16_arithmetic"]["emulated"]["not_measured"]
+        assert "emulation not measured" in " ".join(check["reasons"])
+    else:
+        assert "emulated" not in art["fp16_arithmetic"]
     assert (rc == 0) == (art["status"] == "shipped")

@@ -48,6 +48,10 @@ def add_parser(subparsers):
     p.add_argument("--fp16-safe", action="store_true",
                    help="add both FP16 guards, fp16_safe_norm and fp16_safe_attention (Q·Kᵀ finite in FP16 up to "
                         "1.68e7): exact in FP32; for files an FP16 device computes (trained-weight outliers)")
+    p.add_argument("--fp16-arm64", action="store_true",
+                   help="also run fp16 .pte files on an emulated ARMv8.2-A CPU with FP16 arithmetic (qemu; "
+                        "benchmarks/arm64/setup.sh builds it), where this CPU has none: slow, minutes per image "
+                        "at full size")
     p.add_argument("--run-gpu", action="store_true",
                    help="also compile each .tflite GPU-only on the LiteRT GPU accelerator (SwiftShader where there is "
                         "no GPU) and compare it with the CPU, on a small re-export when the shape is large")
@@ -103,7 +107,7 @@ def options_from(args):
         raise InputError(f"cannot skip {', '.join(sorted(skip - set(SKIPPABLE)))}; skippable: {', '.join(SKIPPABLE)}")
     stages = StageOptions(images=args.images, threads=args.threads, skip=skip, gates=args.gate, no_fp64=args.no_fp64,
                           no_cache=args.no_cache, evidence_images=args.evidence_images,
-                          run_gpu=args.run_gpu, web_fast_shaders=args.fast_shaders,
+                          run_gpu=args.run_gpu, web_fast_shaders=args.fast_shaders, fp16_arm64=args.fp16_arm64,
                           dynamic_shapes=parse_sizes(args.dynamic_shapes) if args.dynamic_shapes else None)
     opts = ExportOptions(model=spec.id, weights=args.weights or published_weights(spec),
                          input_hw=export_size(args, spec.default_hw), out_dir=Path(args.out),

@@ -25,6 +25,9 @@ def add_parser(subparsers):
     p.add_argument("--gate", action="append", default=[], metavar="PREC.METRIC=VALUE",
                    help="override a threshold, e.g. fp32.pearson=0.9999 (repeatable)")
     p.add_argument("--threads", type=thread_count, default=2, help="CPU threads (at least 1)")
+    p.add_argument("--fp16-arm64", action="store_true",
+                   help="also run fp16 .pte files on an emulated ARMv8.2-A CPU with FP16 arithmetic (qemu; "
+                        "benchmarks/arm64/setup.sh builds it), where this CPU has none")
     p.add_argument("--out", help="folder for report.json and report.html (default: verify-STEM beside FILE)")
     p.add_argument("--no-eager", action="store_true", help="skip the comparison with depthport's own eager model")
     add_evidence_args(p)
@@ -144,7 +147,8 @@ def run(args) -> int:
                     target=art["target"] if art["target"] in FP16_PTE_TARGETS else "xnnpack-fp16", prompts=prompts,
                     cache=refs.cache, cache_id=(*refs.cache_id, built.rewrites, built.pos_formula)))
             report["artifacts"].append(art)
-        options = StageOptions(images=args.images, threads=threads, gates=args.gate, no_fp64=args.no_fp64)
+        options = StageOptions(images=args.images, threads=threads, gates=args.gate, no_fp64=args.no_fp64,
+                               fp16_arm64=args.fp16_arm64)
         ctx = ExportContext(built, Path("."), spec.id.replace("-", "_"), options=options,
                             progress=StatusDetail(status))
         ctx.figures = figures_entry(refs, refs.names[0])

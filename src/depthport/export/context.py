@@ -26,6 +26,7 @@ class StageOptions:
     no_cache: bool = False  # evidence computed afresh, not read from (or kept in) core.evidence_cache
     run_gpu: bool = False  # the real LiteRT GPU accelerator (SwiftShader without a GPU) decides the GPU verdict
     fp16_sim: bool = True  # the FP16-compute prediction
+    fp16_arm64: bool = False  # fp16 .pte files also measured on the emulated ARMv8.2-A CPU (runtimes.arm64)
     fp16_accumulate: str = "fp16"  # GPU FP16-compute prediction's accumulation: "fp16" or "fp32" (fp16_sim.ACCUMULATE)
     int8_keep_float: str | None = None  # regex of op scopes left float in INT8 files (default INT8_KEEP_FLOAT)
     probe: bool = True  # the GEMM probe of the bench stage (its % of peak)

@@ -157,15 +157,20 @@ def fp16_rows(report: dict) -> list[dict]:
 
 
 def fp16_arithmetic_rows(report: dict) -> list[dict]:
-    """fp16 .pte files: judged on FP16 arithmetic, measured on this CPU or predicted (XNNPACK's f16 kernels)."""
+    """fp16 .pte files: judged on FP16 arithmetic, measured on this CPU or on the emulated ARMv8.2-A CPU
+    (``--fp16-arm64``), or predicted (XNNPACK's f16 kernels)."""
     rows = []
     for art in report.get("artifacts", []):
         found = art.get("fp16_arithmetic")
         if found is not None and verdict_of(art, "fp16_arithmetic") is not None:
-            figures = (art.get("parity") if found.get("arithmetic") else (found.get("prediction") or {}).get(
-                "figures")) or {}
+            emulated = found.get("emulated") or {}
+            measured = emulated if emulated and "not_measured" not in emulated else None
+            figures = (art.get("parity") if found.get("arithmetic") else measured or (found.get("prediction") or {})
+                       .get("figures")) or {}
+            cpu = found.get("cpu") or "-"
             rows.append({"file": art["file"], "verdict": _verdict(art, "fp16_arithmetic"),
-                         "evidence": found.get("evidence", "-"), "cpu": found.get("cpu") or "-",
+                         "evidence": found.get("evidence", "-"),
+                         "cpu": f"emulated ARMv8.2-A on {cpu}" if measured else cpu,
                          "rel_l2": fmt(figures.get("rel_l2_pooled"), ".3e"),
                          "delta": fmt(figures.get("delta125_worst"), ".4f")})
     return rows

@@ -137,20 +137,26 @@ def evaluate(parity: dict | None, precision: str | None, gates: dict[str, dict[s
 
 def fp16_arithmetic_verdict(art: dict, gates: dict[str, dict[str, float]], unit: str = "") -> Verdict:
     """The FP16 gate for devices that compute in FP16 (an fp16 .pte on an ARMv8.2 phone): the measured parity
-    where the verifying CPU computes in FP16, else the prediction of XNNPACK's f16 kernels. A storage-only
-    measurement is never taken as this evidence."""
+    where the verifying CPU computes in FP16, else the measurement on the emulated ARMv8.2-A CPU when there is one
+    (``verify.fp16_emulated``), else the prediction of XNNPACK's f16 kernels. A storage-only measurement is never
+    taken as this evidence."""
     found = art["fp16_arithmetic"]
+    emulated = found.get("emulated") or {}
     if found.get("arithmetic"):
         verdict = verdict_of(art, "parity")
         where = f"measured on FP16 arithmetic ({found.get('reason')})"
+    elif emulated and "not_measured" not in emulated:
+        verdict = Verdict.from_dict(evaluate(emulated, "fp16", gates, unit))
+        where = f"measured on FP16 arithmetic, emulated: {emulated.get('compute_reason')}"
     else:
         prediction = found.get("prediction")
+        emulation = f"; emulation not measured: {emulated['not_measured']}" if emulated else ""
         if prediction is None:
-            return Verdict.not_measured(f"{found.get('reason')}; the FP16 prediction is switched off (fp16_sim)",
-                                        SKIPPED)
+            return Verdict.not_measured(f"{found.get('reason')}; the FP16 prediction is switched off (fp16_sim)"
+                                        + emulation, SKIPPED)
         verdict = Verdict.from_dict(evaluate(prediction.get("figures"), "fp16", gates, unit))
         where = f"predicted (XNNPACK f16 kernels simulated), not measured: {found.get('reason')}" + (
-            f"; {prediction['subset']}" if prediction.get("subset") else "")
+            f"; {prediction['subset']}" if prediction.get("subset") else "") + emulation
     if verdict.state == NOT_MEASURED:
         return verdict
     return Verdict(verdict.state, (*verdict.reasons, where), verdict.figures, verdict.thresholds)

@@ -18,7 +18,7 @@ from ..errors import error_text
 from ..preprocess import InputError, to_tensor
 from ..runtimes import load_runner
 from ..runtimes.torch import TorchRunner
-from . import accuracy, gates, shapes, web_folder
+from . import accuracy, fp16_emulated, gates, shapes, web_folder
 from .parity import References, check_shapes, depth_of, parity_record, run_file
 
 PREPROCESS = "stretched to the export shape (Pillow bicubic), RGB x/255, ImageNet mean/std"
@@ -317,5 +317,6 @@ def verify_artifacts(ctx, report: dict, refs: References, normalized: bool, thre
             art["parity"] = {"error": f"verification failed: {error_text(exc)}", "cause": ERROR}
             continue
         figures["variants"][label(art)] = np.asarray(outputs[refs.names[0]])
+    fp16_emulated.apply(ctx, report, refs, normalized)
     web_folder.apply(ctx, report, refs, figures)
     shapes.apply(ctx, report, refs, thresholds)
