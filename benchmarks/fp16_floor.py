@@ -37,9 +37,9 @@ from rich.console import Console
 from rich.table import Table
 
 from depthport.build import build
-from depthport.check.fp16_compute import xnnpack_fp16_form
+from depthport.check.fp16_compute import fp16_arithmetic_here, xnnpack_fp16_form
 from depthport.core.images import builtin_image
-from depthport.core.machine import describe, fp16_arithmetic, machine_info
+from depthport.core.machine import describe, machine_info
 from depthport.core.metrics import image_metrics, summarize
 from depthport.export.executorch import FORMS, backend_form, lower_xnnpack, write_pte
 from depthport.export.targets import FP16_PTE_TARGETS
@@ -150,7 +150,7 @@ def main() -> None:
     hw = parse_size(args.size)
     built = build(args.model, hw, args.weights,
                   rewrites=default_rewrites(fp16_safe=("norm", "attention") if args.fp16_safe else ()))
-    found = {**fp16_arithmetic(), "hardware": X86_HARDWARE if platform.machine() in ("x86_64", "AMD64")
+    found = {**fp16_arithmetic_here(), "hardware": X86_HARDWARE if platform.machine() in ("x86_64", "AMD64")
              else "arm64 neonfp16arith"}
     console.print(f"machine: {describe(machine_info(args.threads))}; {found['reason']}")
     console.print(f"{args.model} {args.size}, weights {built.weights.source}, rewrites {', '.join(built.rewrites)}")

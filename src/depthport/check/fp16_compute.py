@@ -10,8 +10,10 @@ import torch
 
 from ..core.machine import fp16_arithmetic
 from ..core.schema import SKIPPED, Verdict
+from ..errors import error_text
 from ..fp16.safe import fp16_safe_norm
 from ..fp16.simulate import simulate_fp16
+from ..runtimes import fp16_sentinel
 
 SUMMARY_KEYS = ("rel_l2", "pearson", "overflow_layers", "first_bad_layer", "needs_enforce_f32")
 # Metric outputs: FP16 compute is also wrong when the worst image's mean error exceeds this, in the output's
@@ -99,11 +101,29 @@ def xnnpack_fp16_form(model: torch.nn.Module, split_k: int | None = None,
     return backend_form(model, **form)[0]
 
 
+def fp16_arithmetic_here(machine: dict | None = None) -> dict:
+    """``core.machine.fp16_arithmetic`` (read from the CPU flags), checked on this machine against what its
+    ExecuTorch does (``runtimes.fp16_sentinel``): where the two disagree, the runtime decides. ``sentinel`` says
+    what the sentinel gave, or why it was not run."""
+    found = fp16_arithmetic(machine)
+    if machine is not None:
+        return found
+    try:
+        total = fp16_sentinel.host_total()
+    except (ImportError, RuntimeError, OSError, ValueError) as exc:
+        return {**found, "sentinel": f"not measured: {error_text(exc)}"}
+    says, seen = fp16_sentinel.accumulates_in_fp16(total), fp16_sentinel.describe(total)
+    if found["arithmetic"] is not says:
+        found = {**found, "arithmetic": says, "mode": "fp16 arithmetic" if says else "fp16 storage only",
+                 "reason": f"{found['reason']}; but the runtime disagrees, and decides"}
+    return {**found, "sentinel": seen, "reason": f"{found['reason']}; {seen}"}
+
+
 def fp16_arithmetic_entry(predict: Callable[[], dict | None], machine: dict | None = None) -> dict:
     """What verifies an fp16 .pte for devices that compute in FP16: the measured parity where this CPU computes
-    in FP16 arithmetic (``core.machine.fp16_arithmetic``), else ``predict()``, the prediction of XNNPACK's f16
+    in FP16 arithmetic (``fp16_arithmetic_here``), else ``predict()``, the prediction of XNNPACK's f16
     kernels (``accumulate="xnnpack"``; None when switched off)."""
-    found = fp16_arithmetic(machine)
+    found = fp16_arithmetic_here(machine)
     entry = {**found, "evidence": "measured" if found["arithmetic"] else "predicted"}
     if not found["arithmetic"]:
         entry["prediction"] = predict()

@@ -6,8 +6,8 @@ emulated CPU with the FP16 extension (``qemu-aarch64-static -cpu max,sme=off``):
 ``neonfp16arith`` kernels (one FP16 fused multiply-add per product), and qemu computes each FP16 operation with
 IEEE rounding. SME is switched off because XNNPACK prefers its SME kernels, which accumulate in FP32.
 
-Every run first executes a sentinel file (4096 ones summed by an fp16 Linear): FP16 accumulation stalls at
-2048, FP32 accumulation gives 4096. The run counts as FP16 arithmetic only if the sentinel says so.
+Every run first executes the sentinel file of ``runtimes.fp16_sentinel`` (4096 ones summed by an fp16 Linear:
+2048 under FP16 accumulation, 4096 under FP32). The run counts as FP16 arithmetic only if the sentinel says so.
 
 The emulated machine is built by ``benchmarks/arm64/setup.sh`` under ``$DEPTHPORT_ARM64_ROOT`` (default
 ``~/.cache/depthport/arm64-qemu``). Emulation costs about 12 ns per FP16 product on two Zen 5 cores: a
@@ -26,13 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from . import fp16_sentinel
 
 ROOT_ENV = "DEPTHPORT_ARM64_ROOT"
 QEMU_CPU = "max,sme=off"
-SENTINEL_K = 4096
-# Twelve rows: XNNPACK's one-row f16 GEMM kernels keep several partial sums along the reduction, its 6-row ones
-# (what a model's many tokens use) add one product at a time.
-SENTINEL_SHAPE = (1, 12, SENTINEL_K)
 GUEST = Path(__file__).with_name("arm64_guest.py")
 DESCRIPTION = ("ARMv8.2-A FP16 arithmetic: ExecuTorch's aarch64 XNNPACK (neonfp16arith kernels) under "
                f"qemu-aarch64 -cpu {QEMU_CPU}")
@@ -55,24 +52,10 @@ def availability() -> tuple[bool, str]:
     return True, DESCRIPTION
 
 
-def write_sentinel(path: Path) -> Path:
-    """An fp16 .pte that sums rows of 4096 inputs with a Linear of ones: fed ones, FP16 accumulation stalls at 2048."""
-    import torch
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-
-    linear = torch.nn.Linear(SENTINEL_K, 8, bias=False).half().eval()
-    with torch.no_grad():
-        linear.weight.fill_(1.0)
-    program = torch.export.export(linear, (torch.ones(*SENTINEL_SHAPE, dtype=torch.float16),))
-    path.write_bytes(to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()]).to_executorch().buffer)
-    return path
-
-
 @dataclass
 class Arm64Run:
     outputs: list[np.ndarray]
-    sentinel_sum: float          # 2048 under FP16 accumulation, 4096 under FP32
+    sentinel_sum: float          # fp16_sentinel: 2048 under FP16 accumulation, 4096 under FP32
     arithmetic: bool             # FP16 arithmetic confirmed by the sentinel
     description: str
     seconds: float
@@ -93,7 +76,7 @@ def run_pte(path: str | Path, inputs: list[tuple[np.ndarray, ...]], threads: int
         (tmp / "out").mkdir()
         for i, arrays in enumerate(inputs):
             np.savez(tmp / "in" / f"{i:04d}.npz", **{f"arg{k}": np.ascontiguousarray(a) for k, a in enumerate(arrays)})
-        sentinel = write_sentinel(tmp / "sentinel.pte")
+        sentinel = fp16_sentinel.write_sentinel(tmp / "sentinel.pte")
         env = {**os.environ, "QEMU_CPU": QEMU_CPU, "LD_LIBRARY_PATH": str(root / "stubs"),
                "PYTHONPATH": str(root / "site"), "PYTHONNOUSERSITE": "1"}
         qemu = shutil.which("qemu-aarch64-static") or shutil.which("qemu-aarch64")
@@ -108,8 +91,6 @@ def run_pte(path: str | Path, inputs: list[tuple[np.ndarray, ...]], threads: int
                                + " | ".join(tail))
         total = float(np.load(tmp / "out" / "sentinel.npy").reshape(-1)[0])
         outputs = [np.load(tmp / "out" / f"{i:04d}.npy") for i in range(len(inputs))]
-    arithmetic = total < SENTINEL_K * 0.75
-    description = DESCRIPTION + (f"; sentinel: {SENTINEL_K} ones summed to {total:g}, FP16 accumulation confirmed"
-                                 if arithmetic else f"; sentinel: {SENTINEL_K} ones summed to {total:g}, NOT FP16 "
-                                 "accumulation")
+    arithmetic = fp16_sentinel.accumulates_in_fp16(total)
+    description = f"{DESCRIPTION}; sentinel: {fp16_sentinel.describe(total)}"
     return Arm64Run(outputs, total, arithmetic, description, seconds)

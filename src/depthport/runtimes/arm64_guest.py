@@ -18,7 +18,7 @@ threads, sentinel, model, in_dir, out_dir = int(sys.argv[1]), *map(Path, sys.arg
 portable_lib._unsafe_reset_threadpool(threads)
 runtime = Runtime.get()
 probe = runtime.load_program(sentinel).load_method("forward")
-np.save(out_dir / "sentinel.npy", probe.execute([torch.ones(1, 12, 4096, dtype=torch.float16)])[0].float().numpy())
+np.save(out_dir / "sentinel.npy", probe.execute([torch.ones(1, 12, 4096)])[0].float().numpy())
 method = runtime.load_program(model).load_method("forward")
 for f in sorted(in_dir.glob("*.npz")):
     with np.load(f) as z:

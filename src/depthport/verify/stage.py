@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..check.fp16_compute import fp16_arithmetic_here
 from ..core.evidence_cache import EvidenceCache, weights_digest
-from ..core.machine import fp16_arithmetic
 from ..core.memory import give_back
 from ..core.metrics import DELTA_DEFINITION
 from ..core.prompts import builtin_prompt, prompt_input
@@ -139,7 +139,7 @@ def verify_file(path: Path, refs: References, threads: int, normalized: bool = T
     record = parity_record(outputs, refs, refs.label, "depthport eager model, same rewrites")
     record["runtime"] = runner.runtime
     if precision == "fp16":
-        found = fp16_arithmetic()
+        found = fp16_arithmetic_here()
         record["compute"], record["compute_reason"] = found["mode"], found["reason"]
     if refs.reference64 is None:
         record["skipped"] = ["fp64_error_ratio"]
