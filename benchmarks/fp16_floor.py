@@ -86,10 +86,10 @@ def record(console: Console, args, built, measured: dict, found: dict) -> None:
         "versions": {"depthport": provenance_commit(), "torch": torch.__version__,
                      "executorch": importlib.metadata.version("executorch")},
         "model": args.model, "weights": built.weights.source, "size": list(parse_size(args.size)),
-        "images": list(IMAGES),
+        "images": list(args.images),
         "worst": {"rel_l2": max(measured["per_image_rel_l2"]), "pearson": measured["pearson_worst"],
                   "delta125": measured["delta125_worst"]},
-        "per_image": {"rel_l2": dict(zip(IMAGES, measured["per_image_rel_l2"]))},
+        "per_image": {"rel_l2": dict(zip(args.images, measured["per_image_rel_l2"]))},
         "hardware": found["hardware"],
         "source": "python benchmarks/fp16_floor.py --model {} --size {}{} --record".format(
             args.model, args.size, " --arm64" if args.arm64 else ""),
@@ -137,14 +137,17 @@ def main() -> None:
     ap.add_argument("--time", type=int, metavar="ROUNDS",
                     help="with a split form: time it and xnnpack-fp16, interleaved, ROUNDS rounds")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--images", type=lambda v: tuple(n for n in v.split(",") if n), default=IMAGES,
+                    help=f"comma-separated built-in images (default {','.join(IMAGES)}; --record keeps all three)")
     ap.add_argument("--arm64", action="store_true",
                     help="measure the .pte on the emulated ARMv8.2-A CPU with FP16 arithmetic (benchmarks/arm64)")
     ap.add_argument("--record", action="store_true",
                     help="write the measured row into depthport/fp16/calibration.json (FP16-arithmetic runs only)")
     args = ap.parse_args()
-    if args.record and (args.no_pte or args.fp16_safe or args.split_k or args.target != "xnnpack-fp16"):
-        ap.error("--record keeps the plain xnnpack-fp16 file's measurement: drop --no-pte, --fp16-safe, --split-k, "
-                 "--target")
+    if args.record and (args.no_pte or args.fp16_safe or args.split_k or args.target != "xnnpack-fp16"
+                        or args.images != IMAGES):
+        ap.error("--record keeps the plain xnnpack-fp16 file's measurement on the three images: drop --no-pte, "
+                 "--fp16-safe, --split-k, --target, --images")
     torch.set_num_threads(args.threads)
     console = Console(width=200)
     hw = parse_size(args.size)
@@ -155,7 +158,7 @@ def main() -> None:
     console.print(f"machine: {describe(machine_info(args.threads))}; {found['reason']}")
     console.print(f"{args.model} {args.size}, weights {built.weights.source}, rewrites {', '.join(built.rewrites)}")
     normalize = "fold_input_normalization" not in built.rewrites
-    xs = [torch.from_numpy(to_tensor(builtin_image(n), hw, normalize=normalize)) for n in IMAGES]
+    xs = [torch.from_numpy(to_tensor(builtin_image(n), hw, normalize=normalize)) for n in args.images]
     upstream = reference_model(built.spec, built.weights).eval()
     floor = "PyTorch eager .half() (FP32 accumulation): the floor"
     with torch.no_grad():
@@ -203,7 +206,7 @@ def main() -> None:
             p = simulate_fp16(form, xs, accumulate=mode)
         rows[label] = {**p.figures, "per_image_rel_l2": [m["rel_l2"] for m in p.per_image], "finite": "-",
                        "overflow": ", ".join(f"{e.layer} ({e.op})" for e in p.events[:2]) or "-"}
-    table = Table(title=f"FP16 vs upstream FP32 ({', '.join(IMAGES)})")
+    table = Table(title=f"FP16 vs upstream FP32 ({', '.join(args.images)})")
     for col in ("run", "rel L2 pooled", "rel L2 per image", "Pearson worst", "δ<1.25 worst", "finite", "overflow"):
         table.add_column(col)
     for label, f in rows.items():
