@@ -16,7 +16,7 @@ against the upstream model in FP32:
 - with ``--record`` where the file was computed in FP16 arithmetic (avx512_fp16, ARMv8.2, ``--arm64``): the
   measured row written into the package's ``calibration.json`` (replacing the entry for the same model, shape,
   weights and hardware), so that machines without FP16 arithmetic check the prediction against it
-  (tests/test_executorch.py for the tiny configs).
+  (tests/export/test_executorch.py for the tiny configs).
 
     python benchmarks/fp16_floor.py [--model da2-small] [--size 518x686] [--target xnnpack-fp16-split]
                                     [--fp16-safe] [--split-k 16] [--ledger] [--no-pte] [--arm64] [--record]

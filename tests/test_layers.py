@@ -189,3 +189,16 @@ def test_benchmarks_use_the_api_not_stage_internals():
            if ".stage" in name or any(name == i or name.startswith(i + ".") for i in STAGE_INTERNALS)
            or name.rsplit(".", 1)[-1].startswith("_")]
     assert not bad, bad
+
+
+def test_tests_mirror_the_packages():
+    """Every test file sits in a folder named after the unit of depthport it tests (a package, or a top-level
+    module such as predict or registry), or in e2e/ for whole commands; only this contract sits at the top."""
+    tests = Path(__file__).resolve().parent
+    units = {p.stem for p in PACKAGE.glob("*.py")} | {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    files = sorted(tests.rglob("test_*.py"))
+    assert len(files) > 25
+    misplaced = [str(p.relative_to(tests)) for p in files
+                 if p.parent != tests and p.relative_to(tests).parts[0] not in units | {"e2e"}]
+    top = [p.name for p in files if p.parent == tests]
+    assert not misplaced and top == ["test_layers.py"], (misplaced, top)

@@ -90,7 +90,7 @@ def photo_size(depth: np.ndarray, image_hw: tuple[int, int], letterbox: bool = F
     if letterbox:
         top, left, h, w = letterbox_box(image_hw, depth.shape)
         depth = depth[top:top + h, left:left + w]
-    import torch  # here: importing predict stays light (tests/test_registry.py)
+    import torch  # here: importing predict stays light (tests/registry/test_registry.py)
 
     x = torch.from_numpy(np.ascontiguousarray(depth, dtype=np.float32))[None, None]
     return torch.nn.functional.interpolate(x, size=tuple(image_hw), mode="bicubic", align_corners=False)[0, 0].numpy()

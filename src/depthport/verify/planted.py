@@ -1,5 +1,5 @@
 """Planted defects: export-form models that are wrong in ways a conversion can be, to show that the FP32 gate
-refuses them (``tests/test_fp32_gate.py``, ``benchmarks/fp32_gate.py``).
+refuses them (``tests/verify/test_fp32_gate.py``, ``benchmarks/fp32_gate.py``).
 
 Each builder returns the export-form model of ``spec`` at ``input_hw`` with ``weights``, as ``build`` makes it,
 but with one defect:

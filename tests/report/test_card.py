@@ -10,7 +10,7 @@ from markdown_it import MarkdownIt
 from depthport.cli import main
 from depthport.report.card import render
 
-ASSET = Path(__file__).resolve().parents[1] / "src" / "depthport" / "assets" / "chelsea.jpg"
+ASSET = Path(__file__).resolve().parents[2] / "src" / "depthport" / "assets" / "chelsea.jpg"
 
 
 @pytest.fixture(scope="module")

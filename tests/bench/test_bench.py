@@ -152,8 +152,8 @@ def test_cli_bad_input_exits_2(tmp_path, capsys):
     assert main(["bench", "--torch", "da2-tiny"]) == 2
 
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-MEMO_SITE = str(Path(__file__).parent / "memo_site")  # Python children that put it first share the conversion memo
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+MEMO_SITE = str(Path(__file__).resolve().parents[1] / "memo_site")  # Python children that put it first share the conversion memo
 
 
 def load_device_run():
