@@ -43,7 +43,12 @@ class LinearMeanNorm(nn.Module):
     only reduces the spatial axes of 4-D tensors.
 
     With ``fp16_range`` the input is first multiplied by ``fp16_norm_scale(C)``: the norm is scale-invariant, so
-    only the epsilon moves (eps * scale^2), and the squared deviations stay finite in fp16.
+    only the epsilon moves (eps * scale^2), and the squared deviations stay finite in fp16. Its means then weigh
+    each value by 2^-round(log2(sqrt C)) (1/16 for C = 384) and scale the sum to the mean after: XNNPACK on ARM
+    flushes FP16 subnormals to zero, and with weights of 1/C every product of a token with small deviations
+    (d^2 / C < 2^-14) vanished, its variance became 0 and the norm returned inf (measured on the emulated
+    ARMv8.2-A CPU, ``runtimes.arm64``). sqrt(C) splits the difference: products sqrt(C) times larger, partial
+    sums sqrt(C) times closer to FP16's maximum.
     """
 
     def __init__(self, norm: ScaleNorm | Fp16SafeScaleNorm, fp16_range: bool = False):
@@ -61,6 +66,10 @@ class LinearMeanNorm(nn.Module):
         self.register_buffer("eps", eps.clone(), persistent=False)
         self.register_buffer("scale", torch.tensor([scale]), persistent=False)
         self.prescale = scale != 1.0
+        self.summed = fp16_range
+        weight = 2.0 ** -round(math.log2(math.sqrt(dim)))
+        self.register_buffer("weights", torch.full_like(self.avg, weight), persistent=False)
+        self.register_buffer("to_mean", torch.tensor([1.0 / (weight * dim)]), persistent=False)
 
     # Set by export.split_k: the means as a rank-4 mean, which XNNPACK's f16 kernels accumulate in float32 (its
     # f16 linear accumulates the (1, C) map's C products in FP16).
@@ -68,7 +77,10 @@ class LinearMeanNorm(nn.Module):
 
     def _mean(self, x: torch.Tensor, eps: torch.Tensor | None) -> torch.Tensor:
         if not self.grouped_mean:
-            return F.linear(x, self.avg, eps)
+            if not self.summed:
+                return F.linear(x, self.avg, eps)
+            m = F.linear(x, self.weights) * self.to_mean
+            return m if eps is None else m + eps
         m = x.reshape(1, -1, x.shape[-1], 1).mean(dim=(2, 3), keepdim=True).reshape(*x.shape[:-1], 1)
         return m if eps is None else m + eps
 

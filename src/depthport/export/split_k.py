@@ -5,7 +5,7 @@ XNNPACK's f16 GEMM, convolution and batch-matmul kernels accumulate in FP16, one
 along the whole reduction (``fp16.kernels``), so their rounding error grows with its length K (about
 u sqrt(K/2), u = 2^-11). Its f16 mean, however, accumulates in float32 and rounds once (the ``f16_f32acc``
 reduce kernels). So each reduction is computed as one batched product over G chunks of at most ``chunk``
-products, giving G partial results, and these are summed by ``models.layers.group_sum`` (G times a mean): FP16
+products, giving G partial results, and these are summed by ``models.layers.group_sum`` (a mean of G x the parts): FP16
 rounding then grows with the chunk, not with K. Per kind of op:
 - a Linear (T, K) -> (T, N): one batched matmul (G, T, c) @ (G, c, N);
 - a Conv2d (groups 1): one grouped convolution, G groups of the input channels (``chunk`` counts channels x

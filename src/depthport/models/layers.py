@@ -24,11 +24,13 @@ class LayerScale(nn.Module):
 # Short FP16 reductions (export.split_k): a dot product cut into G chunks whose partial results are summed by a
 # mean, which XNNPACK accumulates in float32 (its f16 GEMMs accumulate in FP16, one rounding per product).
 def group_sum(parts: torch.Tensor) -> torch.Tensor:
-    """(G, *rest) -> the sum over G, as G times the mean of a rank-4 (1, X, G, 1) tensor over its last two axes:
-    the only mean XNNPACK's partitioner takes, which its f16 kernels accumulate in float32 and round once."""
+    """(G, *rest) -> the sum over G, as the mean of G times the parts, a rank-4 (1, X, G, 1) tensor reduced over
+    its last two axes: the only mean XNNPACK's partitioner takes, which its f16 kernels accumulate in float32 and
+    round once. G times first, not after: a mean G times smaller than the sum falls below FP16's normal range
+    (2^-14) for small sums, and XNNPACK on ARM flushes FP16 subnormals to zero."""
     g, rest = parts.shape[0], parts.shape[1:]
-    flat = parts.reshape(1, g, 1, -1).permute(0, 3, 1, 2)  # (1, X, G, 1), already in XNNPACK's NHWC order
-    return flat.mean(dim=(2, 3), keepdim=True).reshape(rest) * torch.tensor(float(g), dtype=parts.dtype)
+    flat = (parts * torch.tensor(float(g), dtype=parts.dtype)).reshape(1, g, 1, -1).permute(0, 3, 1, 2)
+    return flat.mean(dim=(2, 3), keepdim=True).reshape(rest)  # (1, X, G, 1): already XNNPACK's NHWC order
 
 
 def chunking(n: int, chunk: int) -> tuple[int, int, int]:
