@@ -20,6 +20,17 @@ def image_batch(hw, seed=0) -> torch.Tensor:
     return torch.nn.functional.interpolate(coarse, size=hw, mode="bilinear", align_corners=False) * 1.5
 
 
+def save_checkpoint(state: dict, path) -> str:
+    """A state dict written as the upstream checkpoint formats are: .safetensors, else torch.save; its path."""
+    if path.suffix == ".safetensors":
+        from safetensors.torch import save_file
+
+        save_file({k: v.contiguous() for k, v in state.items()}, str(path))
+    else:
+        torch.save(state, path)
+    return str(path)
+
+
 def gpu_ok(art: dict):
     """True / False / None: the GPU verdict of a .tflite entry, from its checks (``check.verdict.gpu_outcome``)."""
     from depthport.check.verdict import gpu_outcome

@@ -13,7 +13,7 @@ from depthport.preprocess import da3_resize, da3_size
 from depthport.registry import get_spec
 from depthport.weights import CheckpointMismatch
 from depthport.weights.keymaps_da3 import OFFICIAL_DA3
-from helpers import import_or_skip
+from helpers import import_or_skip, save_checkpoint
 
 SPEC = get_spec("da3-tiny")
 HW = (70, 42)  # a 5x3 patch grid: the 4x4 position grid is resampled, RoPE positions are not square
@@ -89,16 +89,6 @@ def test_rope_matches_official_positions_and_rotation():
         torch.testing.assert_close(tables.by_matmul(t[0]), expected, rtol=0, atol=1e-6)
 
 
-def _save(state: dict, path) -> str:
-    if path.suffix == ".safetensors":
-        from safetensors.torch import save_file
-
-        save_file({k: v.contiguous() for k, v in state.items()}, str(path))
-    else:
-        torch.save(state, path)
-    return str(path)
-
-
 UPSTREAM_ONLY = {  # camera encoder/decoder and the auxiliary ray branch: accepted and ignored
     "model.cam_enc.trunk.0.attn.qkv.weight": torch.zeros(6, 2),
     "model.cam_dec.fc_t.bias": torch.zeros(3),
@@ -113,7 +103,7 @@ UPSTREAM_ONLY = {  # camera encoder/decoder and the auxiliary ray branch: accept
 def test_loads_official_checkpoint(weights, tmp_path, suffix):
     state = OFFICIAL_DA3.from_depthport(weights.state)
     assert all(k.startswith("model.") for k in state) and any(".attn.qkv." in k for k in state)
-    built = build(SPEC, HW, _save({**state, **UPSTREAM_ONLY}, tmp_path / f"da3{suffix}"), rewrites=[])
+    built = build(SPEC, HW, save_checkpoint({**state, **UPSTREAM_ONLY}, tmp_path / f"da3{suffix}"), rewrites=[])
     assert not built.weights.random and built.weights.format == OFFICIAL_DA3.name
     assert built.weights.state.keys() == weights.state.keys()
     assert all(torch.equal(built.weights.state[k], v) for k, v in weights.state.items())
@@ -135,7 +125,7 @@ def test_checkpoint_mismatch_names_the_key(weights, tmp_path, change, named):
     else:
         state["model." + named] = torch.zeros(3)
     with pytest.raises(CheckpointMismatch, match=named.replace(".", r"\.")) as err:
-        build(SPEC, HW, _save(state, tmp_path / "bad.safetensors"))
+        build(SPEC, HW, save_checkpoint(state, tmp_path / "bad.safetensors"))
     assert named in getattr(err.value, change)[0]
 
 

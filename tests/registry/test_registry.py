@@ -23,7 +23,7 @@ from PIL import Image
 from depthport.registry import MODELS, tiny_spec
 from depthport.spec import OUTPUT_SPACES, ModelSpec
 
-from helpers import TINY_HW, image_batch, rel_l2
+from helpers import TINY_HW, image_batch, rel_l2, save_checkpoint
 
 IDS = list(MODELS)
 TINY_IDS = sorted({tiny_spec(spec).id for spec in MODELS.values()})
@@ -149,16 +149,6 @@ def test_pretrain_shape_is_where_the_position_table_is_used_as_stored(tiny_id, t
     assert torch.equal(tables["official"], stored) and torch.equal(tables["transformers"], stored)
 
 
-def _write(state: dict, path) -> str:
-    if path.suffix == ".safetensors":
-        from safetensors.torch import save_file
-
-        save_file({k: v.contiguous() for k, v in state.items()}, str(path))
-    else:
-        torch.save(state, path)
-    return str(path)
-
-
 @pytest.mark.parametrize("tiny_id", PIPELINE_TINY_IDS)
 def test_every_accepted_weight_format_loads_back(tiny_id, tiny_export, tmp_path):
     from depthport.build import resolve_weights
@@ -167,7 +157,7 @@ def test_every_accepted_weight_format_loads_back(tiny_id, tiny_export, tmp_path)
     weights = tiny_export(tiny_id).built.weights
     assert spec.arch.weight_formats
     for fmt in spec.arch.weight_formats:
-        path = _write(fmt.from_depthport(weights.state), tmp_path / f"ckpt_{fmt.name}{fmt.suffix}")
+        path = save_checkpoint(fmt.from_depthport(weights.state), tmp_path / f"ckpt_{fmt.name}{fmt.suffix}")
         loaded = resolve_weights(spec, path)
         assert loaded.format == fmt.name and not loaded.random
         assert loaded.state.keys() == weights.state.keys()
