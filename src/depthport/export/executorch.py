@@ -67,9 +67,10 @@ class LinearMeanNorm(nn.Module):
         self.register_buffer("scale", torch.tensor([scale]), persistent=False)
         self.prescale = scale != 1.0
         self.summed = fp16_range
-        weight = 2.0 ** -round(math.log2(math.sqrt(dim)))
-        self.register_buffer("weights", torch.full_like(self.avg, weight), persistent=False)
-        self.register_buffer("to_mean", torch.tensor([1.0 / (weight * dim)]), persistent=False)
+        if self.summed:
+            weight = 2.0 ** -round(math.log2(math.sqrt(dim)))
+            self.register_buffer("weights", torch.full_like(self.avg, weight), persistent=False)
+            self.register_buffer("to_mean", torch.tensor([1.0 / (weight * dim)]), persistent=False)
 
     # Set by export.split_k: the means as a rank-4 mean, which XNNPACK's f16 kernels accumulate in float32 (its
     # f16 linear accumulates the (1, C) map's C products in FP16).
