@@ -6,9 +6,10 @@ against the upstream model in FP32:
   the FP16 floor;
 - depthport's ``xnnpack-fp16`` .pte as ExecuTorch runs it here, labelled with what this CPU computes (FP16
   arithmetic with avx512_fp16 / ARMv8.2, else FP16 storage only);
-- the predictions of the same file's form: XNNPACK's f16 kernels (``accumulate="xnnpack"``), a GPU under its
-  default FP16 precision ("fp16"), FP16 tensors with FP32 accumulation ("fp32");
-- with ``--ledger``: the FP16 error ledger of the XNNPACK prediction (what keeping each part in FP32 buys);
+- the predictions of the same file's form: XNNPACK's f16 kernels on ARM (``accumulate="xnnpack-arm"``: subnormals
+  flushed) and on x86 with avx512_fp16 ("xnnpack"), a GPU under its default FP16 precision ("fp16"), FP16 tensors
+  with FP32 accumulation ("fp32");
+- with ``--ledger``: the FP16 error ledger of the ARM XNNPACK prediction (what keeping each part in FP32 buys);
 - the calibration figures measured on FP16 arithmetic (``depthport.fp16.calibration``) when they match;
 - with ``--arm64``: the .pte measured on an emulated ARMv8.2-A CPU with FP16 arithmetic instead of this CPU
   (``depthport.runtimes.arm64``; ``benchmarks/arm64/setup.sh`` builds it), FP16 accumulation confirmed by a
@@ -57,6 +58,8 @@ ARM64_HARDWARE = "arm64 neonfp16arith (qemu)"
 X86_HARDWARE = "x86 avx512_fp16"
 
 IMAGES = ("astronaut", "camera", "chelsea")
+ARM_PREDICTED = "predicted: XNNPACK f16 kernels on ARM (subnormals flushed)"
+X86_PREDICTED = "predicted: XNNPACK f16 kernels on x86 avx512_fp16"
 
 
 def depth(out) -> np.ndarray:
@@ -200,8 +203,8 @@ def main() -> None:
             console.print("latency on this CPU (" + found["mode"] + "), median ms over interleaved rounds: " + ", ".join(
                 f"{r['label']} {r['median']:.1f} (x{r['ratio']['paired']:.3f} paired)" for r in timed))
     form = xnnpack_fp16_form(built.model, args.split_k, target=args.target)
-    for mode, label in (("xnnpack", "predicted: XNNPACK f16 kernels"), ("fp16", "predicted: GPU default FP16"),
-                        ("fp32", "predicted: FP16 tensors, FP32 accumulation")):
+    for mode, label in (("xnnpack-arm", ARM_PREDICTED), ("xnnpack", X86_PREDICTED),
+                        ("fp16", "predicted: GPU default FP16"), ("fp32", "predicted: FP16 tensors, FP32 accumulation")):
         with console.status(label):
             p = simulate_fp16(form, xs, accumulate=mode)
         rows[label] = {**p.figures, "per_image_rel_l2": [m["rel_l2"] for m in p.per_image], "finite": "-",
@@ -213,19 +216,22 @@ def main() -> None:
         table.add_row(label, f"{f['rel_l2_pooled']:.3e}", " ".join(f"{v:.2e}" for v in f["per_image_rel_l2"]),
                       f"{f['pearson_worst']:.6f}", f"{f['delta125_worst']:.4f}", str(f["finite"]), f.get("overflow", "-"))
     console.print(table)
-    cal = matching(args.model, hw, built.weights.source, hardware=ARM64_HARDWARE if args.arm64 else None)
-    if cal is not None and not (args.fp16_safe or args.split_k or args.target != "xnnpack-fp16"):
-        pred = rows["predicted: XNNPACK f16 kernels"]
+    for hardware, predicted in ((X86_HARDWARE, X86_PREDICTED), (ARM64_HARDWARE, ARM_PREDICTED)):
+        cal = matching(args.model, hw, built.weights.source, hardware=hardware)
+        if cal is None or args.fp16_safe or args.split_k or args.target != "xnnpack-fp16":
+            continue
+        pred = rows[predicted]
         ratio = max(pred["per_image_rel_l2"]) / cal["worst"]["rel_l2"]
-        console.print(f"calibration ({cal['cpu']}, {cal['versions']}): measured worst rel L2 "
+        console.print(f"calibration ({hardware}: {cal['cpu']}, {cal['versions']}): measured worst rel L2 "
                       f"{cal['worst']['rel_l2']:.3g}, delta {cal['worst']['delta125']:.4g}; predicted worst "
                       f"{max(pred['per_image_rel_l2']):.3g}, delta {pred['delta125_worst']:.4g}: "
                       f"ratio {ratio:.2f} (within 1.5x: {1 / 1.5 <= ratio <= 1.5})")
     if args.record:
         record(console, args, built, rows[measured_label], found)
     if args.ledger:
-        ledger = fp16_ledger(form, xs, progress=lambda m: console.print(m))
-        lt = Table(title=f"FP16 error ledger (XNNPACK prediction, baseline rel L2 {ledger['baseline']['rel_l2']:.3e})")
+        ledger = fp16_ledger(form, xs, accumulate="xnnpack-arm", progress=lambda m: console.print(m))
+        lt = Table(title=f"FP16 error ledger (XNNPACK prediction on ARM, baseline rel L2 "
+                         f"{ledger['baseline']['rel_l2']:.3e})")
         for col in ("kept in FP32", "modules", "rel L2", "δ<1.25 worst", "share removed"):
             lt.add_column(col)
         for r in ledger["rows"]:

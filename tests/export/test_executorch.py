@@ -205,8 +205,8 @@ def test_fp16_pte_measured_against_the_xnnpack_prediction(built, exported):
     expected = predicted["xnnpack" if found["arithmetic"] else "fp32"]
     for name, m, p in zip(names, measured, expected):
         assert 1 / 1.5 <= p / m <= 1.5, f"{name}: predicted {p:.3g}, measured {m:.3g} ({found['reason']})"
-    if not found["arithmetic"]:
-        assert max(measured) < min(predicted["xnnpack"]) / 2, (measured, predicted, found["reason"])
+    if not found["arithmetic"]:  # per image: FP16 storage costs well under half of what FP16 arithmetic does
+        assert all(m < p / 2 for m, p in zip(measured, predicted["xnnpack"])), (measured, predicted, found["reason"])
 
 
 @pytest.mark.parametrize("hardware", ["x86 avx512_fp16", "arm64 neonfp16arith (qemu)"])
@@ -226,7 +226,8 @@ def test_xnnpack_prediction_matches_fp16_arithmetic_measured_on_a_cpu_that_has_i
     tiny = build(model_id, HW)
     normalize = "fold_input_normalization" not in tiny.rewrites
     xs = [torch.from_numpy(to_tensor(builtin_image(n), HW, normalize=normalize)) for n in entry["images"]]
-    predicted = simulate_fp16(xnnpack_fp16_form(tiny.model), xs, accumulate="xnnpack").per_image
+    mode = "xnnpack" if hardware.startswith("x86") else "xnnpack-arm"  # ARM flushes FP16 subnormals, x86 keeps them
+    predicted = simulate_fp16(xnnpack_fp16_form(tiny.model), xs, accumulate=mode).per_image
     for name, p in zip(entry["images"], predicted):
         m = entry["per_image"]["rel_l2"][name]
         assert 1 / 1.5 <= p["rel_l2"] / m <= 1.5, f"{model_id} {name}: predicted {p['rel_l2']:.3g}, measured {m:.3g}"

@@ -98,6 +98,25 @@ def test_safe_norm_is_a_registered_rewrite_exact_on_the_tiny_model(tiny_spec, ti
         build(tiny_spec, TINY_HW, tiny_weights, rewrites=["fp16_safe_norm"])
 
 
+def test_full_scale_stream_undoes_the_safe_stream_exactly(tiny_spec, tiny_weights):
+    """full_scale_stream (what the XNNPACK fp16 forms do first): the stream at its own scale again, bit for bit the
+    model without fp16_safe_stream, its norms no longer marked; a second call, or a model without it, does nothing."""
+    from depthport.build import build
+    from depthport.fp16.safe import default_scale, full_scale_stream
+    from depthport.rewrites import default_rewrites
+
+    names = default_rewrites()
+    x = image_batch(TINY_HW, seed=5)
+    plain = build(tiny_spec, TINY_HW, tiny_weights, rewrites=[n for n in names if n != "fp16_safe_stream"]).model
+    model = build(tiny_spec, TINY_HW, tiny_weights, rewrites=names).model
+    assert full_scale_stream(model) == default_scale(model.encoder.cfg.dim) > 1
+    assert not any(hasattr(n, "stream_scale") for n in model.modules())
+    assert full_scale_stream(model) == 1 and full_scale_stream(plain) == 1
+    with torch.no_grad():
+        assert torch.equal(model(x), plain(x))
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), plain.state_dict().values()))
+
+
 def _call_ops(model: nn.Module, x: torch.Tensor) -> list[str]:
     """The ops of ``model``'s exported graph, in order."""
     graph = torch.export.export(model, (x,)).graph
@@ -225,6 +244,27 @@ def test_accumulation_modes_order_by_how_much_they_round():
     assert simulate_fp16(model, x, accumulate="xnnpack").as_entry()["method"].startswith("PyTorch on CPU")
     with pytest.raises(ValueError, match="accumulate"):
         simulate_fp16(model, x, accumulate="bf16")
+
+
+def test_arm_mode_flushes_fp16_subnormals_that_x86_keeps():
+    """"xnnpack-arm" flushes FP16 subnormals (|v| < 2^-14) to zero, as XNNPACK on ARM does (measured on the emulated
+    ARMv8.2-A CPU: 0.01 x 0.001 gives 0 there, 1e-5 on x86 with avx512_fp16), in op outputs, inside the FMA chain of
+    a matrix product, and in the weights; "xnnpack" keeps them. Normal values are untouched."""
+    from depthport.fp16.kernels import FP16_TINY, flush_, linear_fma
+
+    h = torch.tensor([1e-5, -3e-5, FP16_TINY, -FP16_TINY, 0.5, float("inf")], dtype=torch.float16)
+    assert flush_(h.clone()).tolist() == [0.0, 0.0, FP16_TINY, -FP16_TINY, 0.5, float("inf")]
+    x, w = torch.full((1, 4), 0.01), torch.full((1, 4), 0.001)  # each product ~1e-5: subnormal
+    assert float(linear_fma(x, w)) == pytest.approx(4e-5, rel=2e-2) and float(linear_fma(x, w, flush=True)) == 0.0
+    model = nn.Sequential(nn.Linear(4, 1, bias=False)).eval()
+    with torch.no_grad():
+        model[0].weight.fill_(0.001)
+    kept = simulate_fp16(model, x, accumulate="xnnpack")
+    flushed = simulate_fp16(model, x, accumulate="xnnpack-arm")
+    assert kept.rel_l2 < 2e-2 and flushed.rel_l2 == pytest.approx(1.0)  # the whole output lost
+    assert "flushed to zero as on ARM" in flushed.as_entry()["method"]
+    assert simulate_fp16(toy(1.0), X, accumulate="xnnpack-arm").rel_l2 == pytest.approx(
+        simulate_fp16(toy(1.0), X, accumulate="xnnpack").rel_l2, rel=0.2)  # normal-range values: the same
 
 
 def test_fp32_scopes_take_their_modules_out_of_fp16():

@@ -433,6 +433,18 @@ def test_fp16_arithmetic_verdict_is_measured_only_where_the_cpu_computes_fp16():
            "fp16_arithmetic": real}
     verdict = gates.fp16_arithmetic_verdict(art, g)
     assert verdict.state == "fail" and "measured on FP16 arithmetic" in verdict.reason
+    # x86 FP16 arithmetic keeps the subnormals ARM flushes: its measurement and the ARM prediction must both pass.
+    kept = {**real, "subnormals": "kept"}
+    arm = {"figures": bad, "accumulate": "xnnpack-arm"}
+    art = {"parity": good, "precision": "fp16", "checks": {"parity": gates.evaluate(good, "fp16", g)},
+           "fp16_arithmetic": {**kept, "prediction": arm}}
+    verdict = gates.fp16_arithmetic_verdict(art, g)
+    assert verdict.state == "fail" and "measured on FP16 arithmetic" in verdict.reason
+    assert "subnormals flushed" in verdict.reason and verdict.figures["predicted"]["delta125_worst"] == 0.967
+    art["fp16_arithmetic"]["prediction"] = {**arm, "figures": good}
+    assert gates.fp16_arithmetic_verdict(art, g).state == "pass"
+    art["fp16_arithmetic"]["prediction"] = {**arm, "error": "RuntimeError: out of memory"}
+    assert gates.fp16_arithmetic_verdict(art, g).state == "not measured"
     # Storage only, measured on the emulated ARMv8.2-A CPU (--fp16-arm64): the emulated measurement decides.
     emulated = {**bad, "compute_reason": "sentinel: 4096 ones summed to 2048"}
     art = {"parity": good, "precision": "fp16", "checks": {"parity": gates.evaluate(good, "fp16", g)},
@@ -464,11 +476,15 @@ def test_fp16_pte_export_is_gated_on_fp16_arithmetic(tmp_path, monkeypatch):
     check = art["checks"]["fp16_arithmetic"]
     found = fp16_arithmetic()
     assert check["required"] is True
-    assert art["fp16_arithmetic"]["evidence"] == ("measured" if found["arithmetic"] else "predicted")
+    kept = found["arithmetic"] and found.get("subnormals") == "kept"
+    assert art["fp16_arithmetic"]["evidence"] == (
+        "measured, and predicted with subnormals flushed as on ARM" if kept
+        else "measured" if found["arithmetic"] else "predicted")
+    if not found["arithmetic"] or kept:
+        assert art["fp16_arithmetic"]["prediction"]["accumulate"] == "xnnpack-arm"
     assert art["parity"]["compute"] == found["mode"]
     assert f"measured with {found['mode']}" in " ".join(art["checks"]["parity"]["reasons"])
     if not found["arithmetic"]:
-        assert art["fp16_arithmetic"]["prediction"]["accumulate"] == "xnnpack"
         assert "setup.sh" in art["fp16_arithmetic"]["emulated"]["not_measured"]
         assert "emulation not measured" in " ".join(check["reasons"])
     else:

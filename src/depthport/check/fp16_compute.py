@@ -12,7 +12,7 @@ from ..core.machine import fp16_arithmetic
 from ..core.schema import SKIPPED, Verdict
 from ..errors import error_text
 from ..fp16.safe import fp16_safe_norm
-from ..fp16.simulate import simulate_fp16
+from ..fp16.simulate import XNNPACK_MODES, simulate_fp16
 from ..runtimes import fp16_sentinel
 
 SUMMARY_KEYS = ("rel_l2", "pearson", "overflow_layers", "first_bad_layer", "needs_enforce_f32")
@@ -34,7 +34,7 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
     ``cache`` (``core.evidence_cache.EvidenceCache``) and ``cache_id`` (what identifies ``model``: its id, weights
     digest and rewrites), the prediction is read from the cache when it holds it, else computed and kept there.
     ``subset`` ('FP16-compute prediction on 2 of 6 images (evidence budget)') says that ``images`` are a subset.
-    ``fp32_outputs`` (a dict; not for "xnnpack", which runs another form of the model) receives ``model``'s own FP32
+    ``fp32_outputs`` (a dict; not for the "xnnpack" modes, which run another form of the model) receives ``model``'s own FP32
     output (H, W) per image name when the prediction is computed: the same run as an eager one, kept for verify."""
     import skimage.data
     from PIL import Image
@@ -48,11 +48,11 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
     key = entry = None
     if cache is not None and cache_id:
         arrays = [a.numpy() for item in x for a in (item if isinstance(item, tuple) else (item,))]
-        key = cache.key("fp16-prediction", *cache_id, accumulate, target if accumulate == "xnnpack" else "",
+        key = cache.key("fp16-prediction", *cache_id, accumulate, target if accumulate in XNNPACK_MODES else "",
                         unit, [name for name, _ in images], arrays=arrays)
         entry = cache.get_value(key)
     if entry is None:
-        keep = [] if fp32_outputs is not None and accumulate != "xnnpack" else None
+        keep = [] if fp32_outputs is not None and accumulate not in XNNPACK_MODES else None
         entry = _prediction(model, x, [name for name, _ in images], accumulate, unit, on_layer, target, keep)
         for (name, _), out in zip(images, keep or []):
             fp32_outputs[name] = out.reshape(input_hw)
@@ -65,7 +65,7 @@ def _prediction(model, x: list, names: list[str], accumulate: str, unit: str, on
                 keep: list | None = None) -> dict:
     """``predict_fp16``'s entry, computed, as report.json keeps it (plain JSON values); the FP32 outputs appended to
     ``keep``."""
-    if accumulate == "xnnpack":  # XNNPACK's kernels run the xnnpack-fp16 file's form
+    if accumulate in XNNPACK_MODES:  # XNNPACK's kernels run the xnnpack-fp16 file's form
         model = xnnpack_fp16_form(model, target=target)
     prediction = simulate_fp16(model, x, accumulate=accumulate, on_layer=on_layer)
     if keep is not None:
@@ -76,7 +76,7 @@ def _prediction(model, x: list, names: list[str], accumulate: str, unit: str, on
         entry.update(unit=unit, tolerance_m=METRIC_TOLERANCE_M)
         if not entry["mean_abs_worst"] <= METRIC_TOLERANCE_M:
             entry["needs_enforce_f32"] = True
-    if entry["needs_enforce_f32"] and accumulate != "xnnpack":  # the xnnpack-fp16 form pre-scales its norms already
+    if entry["needs_enforce_f32"] and accumulate not in XNNPACK_MODES:  # the xnnpack forms pre-scale their norms
         fixed = copy.deepcopy(model)
         try:
             fp16_safe_norm(fixed)
@@ -119,13 +119,22 @@ def fp16_arithmetic_here(machine: dict | None = None) -> dict:
     return {**found, "sentinel": seen, "reason": f"{found['reason']}; {seen}"}
 
 
+# The FP16 arithmetic an fp16 .pte is judged for where it is not measured: XNNPACK's f16 kernels as an ARM phone runs
+# them, FP16 subnormals flushed to zero (``fp16.simulate``).
+PHONE_ACCUMULATE = "xnnpack-arm"
+
+
 def fp16_arithmetic_entry(predict: Callable[[], dict | None], machine: dict | None = None) -> dict:
     """What verifies an fp16 .pte for devices that compute in FP16: the measured parity where this CPU computes
-    in FP16 arithmetic (``fp16_arithmetic_here``), else ``predict()``, the prediction of XNNPACK's f16
-    kernels (``accumulate="xnnpack"``; None when switched off)."""
+    in FP16 arithmetic (``fp16_arithmetic_here``), else ``predict()``, the prediction of XNNPACK's f16 kernels as
+    on ARM (``PHONE_ACCUMULATE``; None when switched off). An x86 CPU with FP16 arithmetic keeps FP16 subnormals,
+    which ARM flushes: there the prediction is made too, and both judge the file."""
     found = fp16_arithmetic_here(machine)
+    keeps = found["arithmetic"] and found.get("subnormals") == "kept"
     entry = {**found, "evidence": "measured" if found["arithmetic"] else "predicted"}
-    if not found["arithmetic"]:
+    if keeps:
+        entry["evidence"] = "measured, and predicted with subnormals flushed as on ARM"
+    if not found["arithmetic"] or keeps:
         entry["prediction"] = predict()
     return entry
 

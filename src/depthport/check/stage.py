@@ -13,9 +13,10 @@ from ..export.context import ExportContext
 from ..export.litert_variants import VARIANTS, Variant
 from ..export.small import small_export
 from ..export.targets import FP16_PTE_TARGETS, GPU_TARGETS
+from ..fp16.simulate import XNNPACK_MODES
 from ..runtimes.torch import torch_threads
 from .delegation import delegation_verdict
-from .fp16_compute import SUMMARY_KEYS, fp16_arithmetic_entry, fp16_verdict, predict_fp16
+from .fp16_compute import PHONE_ACCUMULATE, SUMMARY_KEYS, fp16_arithmetic_entry, fp16_verdict, predict_fp16
 from .gpu_runtime import empty_runtime
 from .verdict import NOT_REQUESTED, check_tflite, runtime_verdict
 
@@ -29,7 +30,8 @@ def apply(ctx: ExportContext, report: dict) -> None:
         check_litert(ctx, art, ctx.out_dir / art["file"])
     for art in report["artifacts"]:
         if art["target"] in FP16_PTE_TARGETS:
-            art["fp16_arithmetic"] = fp16_arithmetic_entry(lambda: fp16_prediction(ctx, "xnnpack", art["target"]))
+            art["fp16_arithmetic"] = fp16_arithmetic_entry(
+                lambda: fp16_prediction(ctx, PHONE_ACCUMULATE, art["target"]))
         if art.get("delegation"):
             verdict = delegation_verdict(art["delegation"], BACKENDS.get(art.get("backend"), art.get("backend")))
             set_check(art, "delegation", verdict, required=True)
@@ -75,12 +77,12 @@ def _layer_detail(ctx: ExportContext, what: str, images: int, done: int, total: 
 def fp16_prediction(ctx: ExportContext, accumulate: str | None = None,
                     target: str = "xnnpack-fp16") -> dict | None:
     """The FP16-compute prediction of this export's model over the verification images, computed once per
-    accumulation mode (default: the GPU's, ``fp16_accumulate``); "xnnpack" simulates the fp16 .pte ``target``'s
-    form, once per target."""
+    accumulation mode (default: the GPU's, ``fp16_accumulate``); the "xnnpack" modes simulate the fp16 .pte
+    ``target``'s form, once per target."""
     if not ctx.options.fp16_sim:
         return None
     mode = accumulate or ctx.options.fp16_accumulate
-    key = f"{mode}:{target}" if mode == "xnnpack" else mode
+    key = f"{mode}:{target}" if mode in XNNPACK_MODES else mode
     if key not in ctx.fp16_predictions:
         what = f"FP16-compute prediction ({mode} accumulation)"
         ctx.detail(what)

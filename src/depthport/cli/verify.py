@@ -67,7 +67,7 @@ def run(args) -> int:
 
     from ..atomic import write_text
     from ..build import build
-    from ..check.fp16_compute import fp16_arithmetic_entry, predict_fp16
+    from ..check.fp16_compute import PHONE_ACCUMULATE, fp16_arithmetic_entry, predict_fp16
     from ..core.evidence_budget import evidence_budget
     from ..core.images import image_set
     from ..core.prompts import prompt_set
@@ -142,8 +142,8 @@ def run(args) -> int:
             if path.suffix == ".pte" and precision == "fp16":
                 status.update(f"predicting XNNPACK's FP16 arithmetic for {path.name}")
                 art["fp16_arithmetic"] = fp16_arithmetic_entry(lambda: predict_fp16(
-                    built.model, input_hw, normalize=normalized, accumulate="xnnpack", images=images[:budget.count],
-                    unit=unit, subset=budget.of("FP16-compute prediction"),
+                    built.model, input_hw, normalize=normalized, accumulate=PHONE_ACCUMULATE,
+                    images=images[:budget.count], unit=unit, subset=budget.of("FP16-compute prediction"),
                     target=art["target"] if art["target"] in FP16_PTE_TARGETS else "xnnpack-fp16", prompts=prompts,
                     cache=refs.cache, cache_id=(*refs.cache_id, built.rewrites, built.pos_formula)))
             report["artifacts"].append(art)

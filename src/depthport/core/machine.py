@@ -113,7 +113,8 @@ def fp16_arithmetic(info: dict | None = None) -> dict:
     Sapphire Rapids and later; amx_fp16 CPUs have it too); on AVX2-only or AVX-512 CPUs without it an fp16
     file is converted and computed in FP32: FP16 storage only. ARM: the ARMv8.2-A FP16 extension ("asimdhp").
     Returns ``{"arithmetic": bool | None, "mode": "fp16 arithmetic" | "fp16 storage only" | "unknown",
-    "reason"}``; ``arithmetic`` is None when the flags cannot be read.
+    "reason"}``; ``arithmetic`` is None when the flags cannot be read. With FP16 arithmetic, ``subnormals`` says
+    what XNNPACK does with FP16 subnormals: "kept" on x86, "flushed" (to zero) on ARM, as phones compute.
     """
     info = info or machine_info()
     isa = info.get("isa") or {}
@@ -125,6 +126,7 @@ def fp16_arithmetic(info: dict | None = None) -> dict:
     found = [f for f in needs if isa.get(f)]
     if found:
         return {"arithmetic": True, "mode": "fp16 arithmetic", "cpu": info.get("cpu"),
+                "subnormals": "kept" if x86 else "flushed",
                 "reason": f"{info.get('cpu')} has {', '.join(found)}: XNNPACK computes fp16 files in FP16"}
     return {"arithmetic": False, "mode": "fp16 storage only", "cpu": info.get("cpu"),
             "reason": f"{info.get('cpu')} has no {' / '.join(needs)}: XNNPACK stores FP16 but computes in FP32 "

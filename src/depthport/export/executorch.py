@@ -25,8 +25,9 @@ from torch import nn
 
 from ..atomic import atomic_path
 from ..errors import MissingDependency
-from ..fp16.safe import Fp16SafeScaleNorm
-from ..models.layers import LOGIT_BOUND, Attention, Mlp, Resize, ScaleNorm
+from ..fp16.safe import Fp16SafeScaleNorm, full_scale_stream
+from ..models.layers import LOGIT_BOUND, PROB_SCALE, Attention, Mlp, Resize, ScaleNorm
+from ..models.rope import SplitHeadRopeAttention
 from .context import ExportContext, artifact_entry
 from .delegation import delegation_report
 from .split_k import split_reductions
@@ -124,18 +125,21 @@ class Fp16IO(nn.Module):
 
 
 def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gelu: bool = False,
-                 fp16_io: bool = False, split_k: int | None = None,
-                 conv_split_k: int | None = None) -> tuple[nn.Module, list[str]]:
+                 fp16_io: bool = False, split_k: int | None = None, conv_split_k: int | None = None,
+                 prob_scale: float | None = None) -> tuple[nn.Module, list[str]]:
     """(a copy of ``model`` in the form the ExecuTorch targets export, the changes made to it).
 
     ``fp16_range_norm`` pre-scales the norms (for fp16 compute), ``sigmoid_gelu`` uses the sigmoid-form tanh GELU
     (for XNNPACK fp16), ``fp16_io`` runs the copy in fp16 between float32 casts, ``split_k`` cuts every long
     reduction into chunks of that many products, convolutions' larger than 1x1 into chunks of ``conv_split_k``
     (default the same)
-    (``split_k.split_reductions``: XNNPACK accumulates in FP16).
+    (``split_k.split_reductions``: XNNPACK accumulates in FP16), ``prob_scale`` computes the attention weights that
+    many times larger and the output projections' weights that many times smaller (``models.layers.scaled_softmax``:
+    XNNPACK on ARM flushes small weights to zero).
     """
     out = copy.deepcopy(model).eval()
     counts = {"mean": 0, "norm": 0, "gelu": 0, "keys": 0, "clamped": 0}
+    stream = full_scale_stream(out) if fp16_range_norm else 1
     for attn in (m for m in out.modules() if isinstance(m, Attention)):
         attn.keys_in_one_permute = True
         counts["keys"] += 1
@@ -155,7 +159,17 @@ def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gel
             elif sigmoid_gelu and isinstance(child, Mlp):
                 setattr(parent, name, SigmoidGeluMlp(child))
                 counts["gelu"] += 1
+    scaled = _scale_attention_weights(out, prob_scale) if prob_scale else 0
     changes = []
+    if scaled:
+        changes.append(f"{scaled} attention softmaxes as {prob_scale:g} x softmax from max pooling, exp, a sum and a "
+                       f"division, their output projections' weights / {prob_scale:g} (exact in real arithmetic): "
+                       "XNNPACK on ARM flushes attention weights below 2^-14 to zero, and now only those below "
+                       f"2^-14 / {prob_scale:g}")
+    if stream != 1:
+        changes.append(f"the residual stream at its own scale again (fp16_safe_stream undone, x{stream}: exact), its "
+                       "norms pre-scaled instead: XNNPACK on ARM flushes FP16 subnormals, and a stream "
+                       f"{stream} times smaller lost its small writes")
     if getattr(out, "range_by_pooling", False):
         changes.append("the prompt's minimum and maximum as max pooling over the whole map, which XNNPACK runs (exact)")
     if counts["keys"]:
@@ -185,14 +199,28 @@ def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gel
     return (Fp16IO(out) if fp16_io else out), changes
 
 
+@torch.no_grad()
+def _scale_attention_weights(model: nn.Module, scale: float) -> int:
+    """Every attention's weights ``scale`` times larger (``models.layers.scaled_softmax``), its output projection's
+    weights ``scale`` times smaller. Returns how many."""
+    found = 0
+    for attn in model.modules():
+        if isinstance(attn, (Attention, SplitHeadRopeAttention)):
+            attn.register_buffer("prob_scale", torch.tensor([float(scale)]), persistent=False)
+            attn.scaled_weights = True
+            attn.proj.weight.mul_(1.0 / scale)
+            found += 1
+    return found
+
+
 # Backend form per target.
 FORMS = {
     "fp32": {},
-    "xnnpack-fp16": {"fp16_range_norm": True, "sigmoid_gelu": True, "fp16_io": True},
+    "xnnpack-fp16": {"fp16_range_norm": True, "sigmoid_gelu": True, "fp16_io": True, "prob_scale": PROB_SCALE},
     # The same with every long reduction split (export.split_k): XNNPACK's FP16 error ~5x smaller at DA-V2-Small
     # 518x686 (predicted, 1.8x PyTorch half's), 3x-5.5x the time of xnnpack-fp16 without FP16 arithmetic (README, "FP16").
     "xnnpack-fp16-split": {"fp16_range_norm": True, "sigmoid_gelu": True, "fp16_io": True, "split_k": 16,
-                           "conv_split_k": 36},
+                           "conv_split_k": 36, "prob_scale": PROB_SCALE},
     "coreml": {"fp16_range_norm": True},
 }
 

@@ -4,6 +4,9 @@
   float32, the running sum rounded to float16 after every block;
 - XNNPACK's f16 kernels (``*_fma``, ``softmax_lanes``): the accumulator starts at the bias and takes one FP16
   fused multiply-add per product, in order (``vfmaq_f16`` / ``_mm512_fmadd_ph``); softmax sums exp in FP16 lanes.
+  With ``flush`` every FP16 result below 2^-14 in magnitude (a subnormal) becomes 0, as on ARM, where XNNPACK's
+  threadpool sets the FPCR's flush-to-zero bits (measured on the emulated ARMv8.2-A CPU: 0.01 x 0.001 gives 0 there,
+  1e-5 on x86 with avx512_fp16).
 
 Inputs are float32 tensors holding float16 values; outputs are float32 tensors holding float16 values.
 """
@@ -19,9 +22,23 @@ from ..models.layers import slices
 XNNPACK_LANES = 32
 
 
-def round_fp16(t: torch.Tensor) -> torch.Tensor:
-    """t rounded to float16 (round to nearest even), kept in t's dtype."""
-    return t.to(torch.float16).to(t.dtype)
+# The smallest normal float16; magnitudes below it are subnormals, which ARM's XNNPACK flushes to zero.
+FP16_TINY = 2.0 ** -14
+
+
+def round_fp16(t: torch.Tensor, flush: bool = False) -> torch.Tensor:
+    """t rounded to float16 (round to nearest even), kept in t's dtype; with ``flush`` subnormals become 0."""
+    h = t.to(torch.float16)
+    return (flush_(h) if flush else h).to(t.dtype)
+
+
+# The largest float16 subnormal: hardshrink at it keeps exactly the normal values (one pass, 13x masked_fill_).
+_LARGEST_SUBNORMAL = FP16_TINY - 2.0 ** -24
+
+
+def flush_(t: torch.Tensor) -> torch.Tensor:
+    """t (float16 values) with its subnormals (|t| < 2^-14) set to 0, in place; inf and nan kept."""
+    return torch.ops.aten.hardshrink.out(t, _LARGEST_SUBNORMAL, out=t)
 
 
 def _accumulate_fp16(parts) -> torch.Tensor:
@@ -57,12 +74,15 @@ def conv2d_blocked(block: int, x, w, b=None, stride=1, padding=0, dilation=1, gr
     return out if b is None else round_fp16(out + b[None, :, None, None])
 
 
-def fma_chain(acc: torch.Tensor, pairs) -> torch.Tensor:
-    """acc + a * b for each (a, b) in order, in float16, one rounding per step (an FP16 fused multiply-add). In
-    place: ``acc`` (a fresh float16 tensor of the full output shape) is the result. A fresh tensor per step cost
-    12x the arithmetic at 32 MB (page faults), and attention's Q·Kᵀ is larger."""
+def fma_chain(acc: torch.Tensor, pairs, flush: bool = False) -> torch.Tensor:
+    """acc + a * b for each (a, b) in order, in float16, one rounding per step (an FP16 fused multiply-add), its
+    subnormal results set to 0 with ``flush``. In place: ``acc`` (a fresh float16 tensor of the full output shape)
+    is the result. A fresh tensor per step cost 12x the arithmetic at 32 MB (page faults), and attention's Q·Kᵀ is
+    larger."""
     for a, b in pairs:
         acc.addcmul_(a, b)
+        if flush:
+            flush_(acc)
     return acc
 
 
@@ -70,27 +90,28 @@ def _half(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.float16)
 
 
-def linear_fma(x, w, b=None):
+def linear_fma(x, w, b=None, flush: bool = False):
     x16, w16 = _half(x).movedim(-1, 0).contiguous(), _half(w).t().contiguous()
     shape = (*x.shape[:-1], w.shape[0])
     acc = _half(b).expand(shape).clone() if b is not None else torch.zeros(shape, dtype=torch.float16)
-    return fma_chain(acc, ((x16[k][..., None], w16[k]) for k in range(x16.shape[0]))).to(x.dtype)
+    return fma_chain(acc, ((x16[k][..., None], w16[k]) for k in range(x16.shape[0])), flush).to(x.dtype)
 
 
-def matmul_fma(a, b):
+def matmul_fma(a, b, flush: bool = False):
     if a.dim() < 2 or b.dim() < 2:
         return torch.matmul(a, b)
     a16, b16 = _half(a).movedim(-1, 0).contiguous(), _half(b).movedim(-2, 0).contiguous()
     shape = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
     acc = torch.zeros(shape, dtype=torch.float16)
-    return fma_chain(acc, ((a16[k][..., None], b16[k][..., None, :]) for k in range(a16.shape[0]))).to(a.dtype)
+    pairs = ((a16[k][..., None], b16[k][..., None, :]) for k in range(a16.shape[0]))
+    return fma_chain(acc, pairs, flush).to(a.dtype)
 
 
 def _pair(v) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
-def conv2d_fma(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+def conv2d_fma(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, flush: bool = False):
     """Convolution as XNNPACK's IGEMM (groups=1) or depthwise kernel: one FP16 FMA per tap and input channel."""
     cout, cin_g, kh, kw = w.shape
     if isinstance(padding, str):
@@ -98,7 +119,8 @@ def conv2d_fma(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     if groups != 1 and cin_g != 1:  # grouped: one IGEMM per group of input channels
         xs, ws = x.chunk(groups, dim=1), w.chunk(groups, dim=0)
         bs = b.chunk(groups) if b is not None else [None] * groups
-        return torch.cat([conv2d_fma(xg, wg, bg, stride, padding, dilation) for xg, wg, bg in zip(xs, ws, bs)], 1)
+        return torch.cat([conv2d_fma(xg, wg, bg, stride, padding, dilation, flush=flush)
+                          for xg, wg, bg in zip(xs, ws, bs)], 1)
     (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
     xp = F.pad(_half(x), (pw, pw, ph, ph))
     ho = (xp.shape[2] - dh * (kh - 1) - 1) // sh + 1
@@ -117,13 +139,15 @@ def conv2d_fma(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
         mult = cout // x.shape[1]
         pairs = ((tap.repeat_interleave(mult, dim=1) if mult > 1 else tap, w16[:, 0, i, j][None, :, None, None])
                  for tap, (i, j) in zip(taps, ij))
-    return fma_chain(acc, pairs).to(x.dtype)
+    return fma_chain(acc, pairs, flush).to(x.dtype)
 
 
-def softmax_lanes(x, dim=-1, *_, lanes: int = XNNPACK_LANES, **__):
+def softmax_lanes(x, dim=-1, *_, lanes: int = XNNPACK_LANES, flush: bool = False, **__):
     """XNNPACK's f16 softmax: max, exp(x - max) in FP16, the sum in FP16 lanes, then one horizontal sum."""
     x16 = _half(x).movedim(dim, -1)
     e = torch.exp(x16 - x16.amax(dim=-1, keepdim=True))
+    if flush:
+        flush_(e)
     n = e.shape[-1]
     pad = (-n) % lanes
     chunks = F.pad(e, (0, pad)).unflatten(-1, (-1, lanes))

@@ -16,8 +16,10 @@ stream is carried k times smaller. Every write to it (patch embedding, class and
 MLP outputs) has 1/k folded into its weights, and its readers, all of them norms, take eps / k^2. Scaling by a
 power of two is exact, so the FP32 output is the same bit for bit, the graph has the same ops, and in FP16 the
 norms' squared inputs stay finite up to |x| < 256 k (4096 for C = 384, 8192 for C = 1024), where trained DINOv2
-backbones carry residual channels several hundred large. Values below 2^-14 k become FP16 subnormals; they carry
-little of a norm's variance.
+backbones carry residual channels several hundred large. Values below 2^-14 k become FP16 subnormals: runtimes that
+flush them to zero (XNNPACK on ARM) lose the stream's small writes, accumulated one FP16 product at a time (DA-V2-Small
+140x182 on ARM, split file: 5.7e-3 instead of 1.4e-3), so the XNNPACK files undo it (``full_scale_stream``) and
+scale inside their norms instead.
 
 ``fp16_safe_attention`` guards the attention logits. Q·Kᵀ between high-norm tokens of trained backbones can pass
 65504 (inf, then NaN in softmax). The rewrite computes Q and K each ``ATTENTION_SHIFT`` (16) times smaller
@@ -79,8 +81,9 @@ def fp16_safe_norm(model: nn.Module) -> None:
         raise ValueError("fp16_safe_norm acts on folded norms: apply fold_layernorm first")
 
 
-@torch.no_grad()
-def fp16_safe_stream(model: nn.Module) -> None:
+def _stream(model: nn.Module) -> tuple[list, list[torch.Tensor]] | None:
+    """(the norms that read a Depth Anything V2 or 3 encoder's residual stream, the tensors that write it), or None
+    for other models."""
     if isinstance(model, DepthAnythingV2):
         enc = model.encoder
         readers = [enc.norm]
@@ -90,20 +93,49 @@ def fp16_safe_stream(model: nn.Module) -> None:
         enc = model.encoder
         readers = [model.head.norm]
     else:
-        return
+        return None
     norms = [n for b in enc.blocks for n in (b.norm1, b.norm2)] + readers
     if not all(isinstance(n, ScaleNorm) for n in norms):
         raise ValueError("fp16_safe_stream moves the norms' epsilon: apply fold_layernorm first")
-    k = default_scale(enc.cfg.dim)
     layers, tensors = enc.stream_writes()
     if isinstance(enc.norm, CenteredNorm):
         norms.append(enc.norm)
         tensors += [enc.norm.weight, enc.norm.bias]
-    for t in tensors + [p for m in layers for p in (m.weight, m.bias)]:
+    return norms, tensors + [p for m in layers for p in (m.weight, m.bias) if p is not None]
+
+
+@torch.no_grad()
+def fp16_safe_stream(model: nn.Module) -> None:
+    found = _stream(model)
+    if found is None:
+        return
+    norms, writes = found
+    k = default_scale(model.encoder.cfg.dim)
+    for t in writes:
         t.mul_(1.0 / k)
     for norm in norms:
         norm.eps.div_(k * k)
         norm.stream_scale = k
+
+
+@torch.no_grad()
+def full_scale_stream(model: nn.Module) -> int:
+    """Undo ``fp16_safe_stream`` (exact: a power of two): the stream at its own scale again, for runtimes that flush
+    FP16 subnormals to zero (XNNPACK on ARM), where a stream k times smaller loses its small writes. Their norms
+    then scale their input themselves (``export.executorch.LinearMeanNorm``). Returns k (1: nothing to undo)."""
+    found = _stream(model)
+    if found is None:
+        return 1
+    norms, writes = found
+    k = getattr(norms[0], "stream_scale", 1)
+    if k == 1:
+        return 1
+    for t in writes:
+        t.mul_(float(k))
+    for norm in norms:
+        norm.eps.mul_(k * k)
+        del norm.stream_scale
+    return k
 
 
 ATTENTION_SHIFT = math.isqrt(int(LOGIT_GUARD))  # Q and K are each computed this much smaller (16)

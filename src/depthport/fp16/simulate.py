@@ -17,9 +17,9 @@ What the FP16 run simulates:
 - layer_norm is split into the elementwise ops it becomes in a .tflite graph (mean, sub, mul, mean, add,
   rsqrt, mul, add), each rounded.
 Not simulated: other ops' internal accumulation (softmax, mean, gelu, resize compute in float32 from float16
-inputs and round once), the GPU's own op fusion and summation order, flushing of float16 subnormals, and the
-accuracy of its transcendental functions. The prediction is therefore optimistic about precision loss but
-exact about overflow of any op output.
+inputs and round once), the GPU's own op fusion and summation order, flushing of float16 subnormals (but in
+"xnnpack-arm"), and the accuracy of transcendental functions (ARM's f16 rsqrt, tanh and exp are less exact than
+x86's). The prediction is therefore optimistic about precision loss but exact about overflow of any op output.
 
 Three accumulation modes (``ACCUMULATE``), one per kind of FP16 device:
 - ``"fp16"``: a mobile GPU under its default precision (blocks of ``block`` products summed in float32, the
@@ -32,7 +32,11 @@ Three accumulation modes (``ACCUMULATE``), one per kind of FP16 device:
   computes exp in FP16 and sums it in FP16 vector lanes (``lanes``, 32 for AVX-512 FP16) before one
   horizontal sum; mean-type reductions accumulate in float32 (the ``f32acc`` rsum kernels) and round once.
   This costs one in-place tensor operation per product along the reduction, about 1.3e10 products a second on
-  two Zen 5 cores: 16 s an image for DA-V2-Small at 518x686, minutes for a Large model.
+  two Zen 5 cores: 16 s an image for DA-V2-Small at 518x686, minutes for a Large model. x86 with avx512_fp16
+  keeps FP16 subnormals;
+- ``"xnnpack-arm"``: the same kernels as an ARM CPU runs them, where XNNPACK flushes FP16 subnormals to zero: every
+  FP16 result and every weight below 2^-14 in magnitude becomes 0 (a second in-place operation per product).
+  Phones compute this way; it is the mode an fp16 ``.pte`` is judged by.
 """
 
 from __future__ import annotations
@@ -68,7 +72,8 @@ _EXACT = frozenset({
 _IN_PLACE_DUNDER = frozenset({"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__"})
 _MATMULS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm, torch.Tensor.bmm)
 _SOFTMAX = (F.softmax, torch.softmax, torch.Tensor.softmax)
-ACCUMULATE = ("fp16", "fp32", "xnnpack")
+ACCUMULATE = ("fp16", "fp32", "xnnpack", "xnnpack-arm")
+XNNPACK_MODES = ("xnnpack", "xnnpack-arm")
 
 
 def _is_float(t) -> bool:
@@ -130,6 +135,7 @@ class Fp16Mode(TorchFunctionMode):
         if accumulate not in ACCUMULATE:
             raise ValueError(f"accumulate must be one of {', '.join(ACCUMULATE)}, not {accumulate!r}")
         self.trace, self.simulate, self.accumulate, self.block = trace, simulate, accumulate, block
+        self.flush = accumulate == "xnnpack-arm"
         self.paused = False
 
     @contextlib.contextmanager
@@ -153,26 +159,29 @@ class Fp16Mode(TorchFunctionMode):
         if name in _IN_PLACE_DUNDER or (name.endswith("_") and not name.startswith("__")):
             target = args[0]
             if _is_float(target):
-                target.copy_(round_fp16(target))
+                target.copy_(round_fp16(target, self.flush))
             out = target if name != "__setitem__" else out
         else:
-            out = _map_floats(out, round_fp16)
+            out = _map_floats(out, self._round)
         self._check(name, args, kwargs, out)
         return out
+
+    def _round(self, t: torch.Tensor) -> torch.Tensor:
+        return round_fp16(t, self.flush)
 
     def _compute(self, func, name, args, kwargs):
         if func is F.layer_norm or func is torch.layer_norm:
             with self:
                 return _layer_norm(*args, **kwargs)
-        if self.accumulate == "xnnpack":
+        if self.accumulate in XNNPACK_MODES:
             if func is F.linear:
-                return kernels.linear_fma(*args, **kwargs)
+                return kernels.linear_fma(*args, **kwargs, flush=self.flush)
             if func is F.conv2d:
-                return kernels.conv2d_fma(*args, **kwargs)
+                return kernels.conv2d_fma(*args, **kwargs, flush=self.flush)
             if func in _MATMULS:
-                return kernels.matmul_fma(*args, **kwargs)
+                return kernels.matmul_fma(*args, **kwargs, flush=self.flush)
             if func in _SOFTMAX:
-                return kernels.softmax_lanes(*args, **kwargs)
+                return kernels.softmax_lanes(*args, **kwargs, flush=self.flush)
         if self.accumulate == "fp16":
             if func is F.linear:
                 return kernels.linear_blocked(self.block, *args, **kwargs)
@@ -259,7 +268,9 @@ def method_text(accumulate: str, block: int = 32) -> str:
                     "under its default FP16 precision",
             "fp32": "fp32 accumulation in matrix products (FP16 tensors, FP32 accumulation)",
             "xnnpack": "XNNPACK's f16 kernels: one FP16 fused multiply-add per product in matrix products and "
-                       f"convolutions, softmax summed in {kernels.XNNPACK_LANES} FP16 lanes"}[accumulate]
+                       f"convolutions, softmax summed in {kernels.XNNPACK_LANES} FP16 lanes"}
+    what["xnnpack-arm"] = what["xnnpack"] + ", FP16 subnormals flushed to zero as on ARM"
+    what = what[accumulate]
     return f"PyTorch on CPU, every op output rounded to float16, {what}; vs the same model in float32"
 
 
@@ -293,13 +304,14 @@ def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
-def fp16_copy(model: nn.Module) -> nn.Module:
-    """A deep copy whose parameters and buffers are rounded to float16 (kept in float32 storage)."""
+def fp16_copy(model: nn.Module, flush: bool = False) -> nn.Module:
+    """A deep copy whose parameters and buffers are rounded to float16 (kept in float32 storage), subnormals set to
+    0 with ``flush`` (ARM's XNNPACK reads them as 0)."""
     sim = copy.deepcopy(model).eval()
     with torch.no_grad():
         for t in list(sim.parameters()) + list(sim.buffers()):
             if _is_float(t):
-                t.copy_(round_fp16(t))
+                t.copy_(round_fp16(t, flush))
     return sim
 
 
@@ -413,7 +425,7 @@ def simulate_fp16(model: nn.Module, inputs, accumulate: str = "fp16", block: int
     """
     inputs = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
     model = model.eval()
-    sim = fp16_copy(model)
+    sim = fp16_copy(model, flush=accumulate == "xnnpack-arm")
     fp32_trace, sim_trace = _Trace(), _Trace()
     layer_err: dict[str, float] = {}
     pairs, fp32_outputs = [], []

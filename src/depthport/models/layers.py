@@ -70,23 +70,49 @@ LOGIT_BOUND = 65472.0
 LOGIT_GUARD = 256.0
 
 
-def attention_weights(logits: torch.Tensor, guard: torch.Tensor | None = None, mode: str = "shift") -> torch.Tensor:
-    """softmax over the keys. With ``guard`` the logits z were computed ``guard`` times smaller
-    (``fp16.safe.fp16_safe_attention``) and are restored by ``mode``:
+def attention_weights(logits: torch.Tensor, guard: torch.Tensor | None = None, mode: str = "shift",
+                      prob_scale: torch.Tensor | None = None, split_k: int | None = None) -> torch.Tensor:
+    """softmax over the keys (``prob_scale`` times it, by ``scaled_softmax``, when given). With ``guard`` the
+    logits z were computed ``guard`` times smaller (``fp16.safe.fp16_safe_attention``) and are restored by ``mode``:
     - "shift": softmax(guard * max(z - max z, -GUARD_FLOOR)): the same numbers in FP32, and every intermediate
       within FP16's range;
     - "clamp" (backends without a max reduction, XNNPACK in FP16): softmax(guard * clamp(z, +-LOGIT_BOUND /
       guard)), the same in FP32 while |Q·Kᵀ| < LOGIT_BOUND, saturating (not inf, not NaN) in FP16 beyond it;
     - "scale" (FP32 compute): softmax(guard * z), exact.
     """
-    if guard is None:
-        return logits.softmax(dim=-1)
-    if mode == "scale":
-        return (logits * guard).softmax(dim=-1)
-    if mode == "clamp":
-        bound = LOGIT_BOUND / LOGIT_GUARD
-        return (F.hardtanh(logits, -bound, bound) * guard).softmax(dim=-1)
-    return ((logits - logits.amax(dim=-1, keepdim=True)).clamp_min(-GUARD_FLOOR) * guard).softmax(dim=-1)
+    if guard is not None:
+        if mode == "scale":
+            logits = logits * guard
+        elif mode == "clamp":
+            bound = LOGIT_BOUND / LOGIT_GUARD
+            logits = F.hardtanh(logits, -bound, bound) * guard
+        else:
+            logits = (logits - logits.amax(dim=-1, keepdim=True)).clamp_min(-GUARD_FLOOR) * guard
+    return logits.softmax(dim=-1) if prob_scale is None else scaled_softmax(logits, prob_scale, split_k)
+
+
+# Attention weights PROB_SCALE times larger in XNNPACK's FP16 files (export.executorch.backend_form), the output
+# projection's weights PROB_SCALE times smaller: exact (a power of two).
+PROB_SCALE = 16.0
+
+
+def scaled_softmax(logits: torch.Tensor, scale: torch.Tensor, split_k: int | None = None) -> torch.Tensor:
+    """``scale`` * softmax over the last axis of rank-3 logits (B, M, N), from ops XNNPACK runs: the row max as max
+    pooling over a (1, N) window, exp, the row sum as a matrix product with ones (in chunks of ``split_k``, else
+    16: a long FP16 sum of values near 1 loses its small terms), a division. No Python scalars: ExecuTorch makes
+    them constants that it casts outside the XNNPACK delegate (``scale`` is a one-element tensor, a buffer).
+
+    Why: XNNPACK on ARM flushes FP16 subnormals to zero, and over N = 1813 tokens (DA-V2 at 518x686) a diffuse
+    attention row has many weights below 2^-14 that its softmax returns as 0 (DA-V2-Small, camera: 4.7e-3 instead
+    of 2.6e-3 predicted). ``scale`` times larger, weights down to 2^-14 / scale survive; the weighted sum of values
+    is ``scale`` times larger too, finite while |V| < 65504 / scale."""
+    b, m, n = logits.shape
+    top = F.max_pool2d(logits.reshape(1, 1, b * m, n), (1, n), (1, n)).reshape(b, m, 1)
+    e = torch.exp(logits - top)
+    row = logits[:, :1]
+    ones = torch.exp(row - row).transpose(1, 2)  # (B, N, 1), exp(0): a created constant (aten.full) would leave
+    total = matmul_split(e, ones, split_k or 16)
+    return e / (total / scale)
 
 
 # Eager runs of long token sequences (``query_chunks``): the logits of at most this many bytes at a time.
@@ -144,6 +170,9 @@ class Attention(nn.Module):
     guarded = False
     logit_mode = "shift"
     split_k: int | None = None  # set by export.split_k: both matmuls' reductions in chunks (see matmul_split)
+    # Set by export.executorch.backend_form, with a ``prob_scale`` buffer and ``proj`` that many times smaller: the
+    # attention weights that many times larger (scaled_softmax).
+    scaled_weights = False
 
     def _heads(self, t: torch.Tensor) -> torch.Tensor:
         return t.reshape(t.shape[0], self.heads, self.head_dim).transpose(0, 1)
@@ -157,7 +186,8 @@ class Attention(nn.Module):
     def _weights(self, logits: torch.Tensor) -> torch.Tensor:
         if self.scale != 1.0:
             logits = logits * self.scale
-        return attention_weights(logits, self.guard if self.guarded else None, self.logit_mode)
+        return attention_weights(logits, self.guard if self.guarded else None, self.logit_mode,
+                                 self.prob_scale if self.scaled_weights else None, self.split_k)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, v = self._heads(self.q(x)), self._heads(self.v(x))

@@ -182,9 +182,11 @@ class SplitHeadRopeAttention(nn.Module):
     guarded = False  # set by fp16.safe.fp16_safe_attention, with a ``guard`` buffer (see layers.attention_weights)
     logit_mode = "shift"
     split_k: int | None = None  # set by export.split_k (see layers.matmul_split)
+    scaled_weights = False  # as layers.Attention's
 
     def _weights(self, logits: torch.Tensor) -> torch.Tensor:
-        return attention_weights(logits, self.guard if self.guarded else None, self.logit_mode)
+        return attention_weights(logits, self.guard if self.guarded else None, self.logit_mode,
+                                 self.prob_scale if self.scaled_weights else None, self.split_k)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = attend(self.q(x), self.k(x).transpose(1, 2), _split_heads(self.v(x), self.heads), self._weights,

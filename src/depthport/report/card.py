@@ -158,7 +158,7 @@ def fp16_rows(report: dict) -> list[dict]:
 
 def fp16_arithmetic_rows(report: dict) -> list[dict]:
     """fp16 .pte files: judged on FP16 arithmetic, measured on this CPU or on the emulated ARMv8.2-A CPU
-    (``--fp16-arm64``), or predicted (XNNPACK's f16 kernels)."""
+    (``--fp16-arm64``), or predicted (XNNPACK's f16 kernels as on ARM)."""
     rows = []
     for art in report.get("artifacts", []):
         found = art.get("fp16_arithmetic")

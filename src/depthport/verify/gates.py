@@ -21,7 +21,8 @@ import copy
 import os
 from pathlib import Path
 
-from ..core.schema import ERROR, NOT_MEASURED, NOT_SHIPPED, SKIPPED, Verdict, file_status, set_check, verdict_of
+from ..core.schema import (ERROR, FAIL, NOT_MEASURED, NOT_SHIPPED, PASS, SKIPPED, Verdict, file_status, set_check,
+                           verdict_of)
 from ..errors import InputError
 from ..outdir import NOT_SHIPPED_DIR
 
@@ -138,28 +139,52 @@ def evaluate(parity: dict | None, precision: str | None, gates: dict[str, dict[s
 def fp16_arithmetic_verdict(art: dict, gates: dict[str, dict[str, float]], unit: str = "") -> Verdict:
     """The FP16 gate for devices that compute in FP16 (an fp16 .pte on an ARMv8.2 phone): the measured parity
     where the verifying CPU computes in FP16, else the measurement on the emulated ARMv8.2-A CPU when there is one
-    (``verify.fp16_emulated``), else the prediction of XNNPACK's f16 kernels. A storage-only measurement is never
-    taken as this evidence."""
+    (``verify.fp16_emulated``), else the prediction of XNNPACK's f16 kernels as ARM runs them. A storage-only
+    measurement is never taken as this evidence. An x86 CPU with FP16 arithmetic keeps the FP16 subnormals that ARM
+    flushes: its measurement and the ARM prediction must both pass."""
     found = art["fp16_arithmetic"]
     emulated = found.get("emulated") or {}
+    prediction = found.get("prediction")
     if found.get("arithmetic"):
-        verdict = verdict_of(art, "parity")
-        where = f"measured on FP16 arithmetic ({found.get('reason')})"
-    elif emulated and "not_measured" not in emulated:
-        verdict = Verdict.from_dict(evaluate(emulated, "fp16", gates, unit))
-        where = f"measured on FP16 arithmetic, emulated: {emulated.get('compute_reason')}"
-    else:
-        prediction = found.get("prediction")
-        emulation = f"; emulation not measured: {emulated['not_measured']}" if emulated else ""
-        if prediction is None:
-            return Verdict.not_measured(f"{found.get('reason')}; the FP16 prediction is switched off (fp16_sim)"
-                                        + emulation, SKIPPED)
-        verdict = Verdict.from_dict(evaluate(prediction.get("figures"), "fp16", gates, unit))
-        where = f"predicted (XNNPACK f16 kernels simulated), not measured: {found.get('reason')}" + (
-            f"; {prediction['subset']}" if prediction.get("subset") else "") + emulation
+        verdict = _located(verdict_of(art, "parity"), f"measured on FP16 arithmetic ({found.get('reason')})")
+        if prediction is None or verdict.state == NOT_MEASURED:
+            return verdict
+        return _worse(verdict, _predicted(prediction, gates, unit, "subnormals kept here, flushed on ARM"))
+    if emulated and "not_measured" not in emulated:
+        return _located(Verdict.from_dict(evaluate(emulated, "fp16", gates, unit)),
+                        f"measured on FP16 arithmetic, emulated: {emulated.get('compute_reason')}")
+    emulation = f"; emulation not measured: {emulated['not_measured']}" if emulated else ""
+    if prediction is None:
+        return Verdict.not_measured(f"{found.get('reason')}; the FP16 prediction is switched off (fp16_sim)"
+                                    + emulation, SKIPPED)
+    return _predicted(prediction, gates, unit, f"not measured: {found.get('reason')}", emulation)
+
+
+def _predicted(prediction: dict, gates: dict, unit: str, why: str, tail: str = "") -> Verdict:
+    if "error" in prediction:
+        return Verdict.not_measured(f"XNNPACK FP16 prediction failed: {prediction['error']}")
+    verdict = Verdict.from_dict(evaluate(prediction.get("figures"), "fp16", gates, unit))
+    subset = f"; {prediction['subset']}" if prediction.get("subset") else ""
+    how = ("XNNPACK f16 kernels as on ARM, subnormals flushed" if prediction.get("accumulate") == "xnnpack-arm"
+           else "XNNPACK f16 kernels")
+    return _located(verdict, f"predicted ({how}, simulated), {why}{subset}{tail}")
+
+
+def _located(verdict: Verdict, where: str) -> Verdict:
+    """The verdict with where its evidence comes from appended to its reasons (a not-measured one unchanged)."""
     if verdict.state == NOT_MEASURED:
         return verdict
     return Verdict(verdict.state, (*verdict.reasons, where), verdict.figures, verdict.thresholds)
+
+
+def _worse(a: Verdict, b: Verdict) -> Verdict:
+    """Two verdicts that must both pass, as one: fail if either fails, else not measured if either is, else pass;
+    the reasons of both, the figures of the first (the second's under "predicted")."""
+    rank = {FAIL: 0, NOT_MEASURED: 1, PASS: 2}
+    state = min(a.state, b.state, key=rank.get)
+    cause = next((v.cause for v in (a, b) if v.state == NOT_MEASURED), None) if state == NOT_MEASURED else None
+    figures = {**a.figures, "predicted": b.figures} if b.figures else a.figures
+    return Verdict(state, (*a.reasons, *b.reasons), figures, a.thresholds or b.thresholds, cause)
 
 
 def unit_label(units: dict | None) -> str:
