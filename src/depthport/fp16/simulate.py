@@ -21,22 +21,22 @@ inputs and round once), the GPU's own op fusion and summation order, flushing of
 "xnnpack-arm"), and the accuracy of transcendental functions (ARM's f16 rsqrt, tanh and exp are less exact than
 x86's). The prediction is therefore optimistic about precision loss but exact about overflow of any op output.
 
-Three accumulation modes (``ACCUMULATE``), one per kind of FP16 device:
+Four accumulation modes (``ACCUMULATE``), one per kind of FP16 device:
 - ``"fp16"``: a mobile GPU under its default precision (blocks of ``block`` products summed in float32, the
   running sum in float16), as above;
 - ``"fp32"``: FP16 tensors with FP32 accumulation (LiteRT's ``FP16_WITH_FP32_ACCUM``, WebGPU FP16 storage);
-- ``"xnnpack"``: XNNPACK's f16 kernels, as an fp16 ``.pte`` runs on an ARMv8.2 CPU (NEON fp16) or an x86 CPU
-  with avx512_fp16. Their GEMM, IGEMM (convolution) and depthwise microkernels start the accumulator from the
+- ``"xnnpack"``: XNNPACK's f16 kernels, as an fp16 ``.pte`` runs on an x86 CPU with avx512_fp16. Their GEMM, IGEMM (convolution) and depthwise microkernels start the accumulator from the
   bias and add one product at a time with an FP16 fused multiply-add (``vfmaq_f16`` / ``_mm512_fmadd_ph``):
   one rounding to float16 per product, in order along the reduction. Softmax (``raddstoreexpminusmax``)
   computes exp in FP16 and sums it in FP16 vector lanes (``lanes``, 32 for AVX-512 FP16) before one
   horizontal sum; mean-type reductions accumulate in float32 (the ``f32acc`` rsum kernels) and round once.
   This costs one in-place tensor operation per product along the reduction, about 1.3e10 products a second on
-  two Zen 5 cores: 16 s an image for DA-V2-Small at 518x686, minutes for a Large model. x86 with avx512_fp16
-  keeps FP16 subnormals;
-- ``"xnnpack-arm"``: the same kernels as an ARM CPU runs them, where XNNPACK flushes FP16 subnormals to zero: every
-  FP16 result and every weight below 2^-14 in magnitude becomes 0 (a second in-place operation per product).
-  Phones compute this way; it is the mode an fp16 ``.pte`` is judged by.
+  two Zen 5 cores: 16 s an image for DA-V2-Small at 518x686, minutes for a Large model. x86 keeps FP16
+  subnormals;
+- ``"xnnpack-arm"``: the same kernels as an ARMv8.2 CPU (NEON fp16) runs them, where XNNPACK flushes FP16
+  subnormals to zero: every FP16 result and every weight below 2^-14 in magnitude becomes 0 (one more in-place
+  pass per product: about 1.3x the time). Phones compute this way; it is the mode an fp16 ``.pte`` is judged by
+  (``check.fp16_compute.PHONE_ACCUMULATE``). Validated against the emulated ARMv8.2-A CPU (``runtimes.arm64``).
 """
 
 from __future__ import annotations
