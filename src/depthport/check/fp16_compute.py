@@ -34,8 +34,9 @@ def predict_fp16(model: torch.nn.Module, input_hw: tuple[int, int], normalize: b
     ``cache`` (``core.evidence_cache.EvidenceCache``) and ``cache_id`` (what identifies ``model``: its id, weights
     digest and rewrites), the prediction is read from the cache when it holds it, else computed and kept there.
     ``subset`` ('FP16-compute prediction on 2 of 6 images (evidence budget)') says that ``images`` are a subset.
-    ``fp32_outputs`` (a dict; not for the "xnnpack" modes, which run another form of the model) receives ``model``'s own FP32
-    output (H, W) per image name when the prediction is computed: the same run as an eager one, kept for verify."""
+    ``fp32_outputs`` (a dict; not for the "xnnpack" modes, which run another form of the model) receives ``model``'s
+    own FP32 output (H, W) per image name when the prediction is computed: the same run as an eager one, kept for
+    verify."""
     import skimage.data
     from PIL import Image
 
