@@ -26,8 +26,9 @@ Four accumulation modes (``ACCUMULATE``), one per kind of FP16 device:
   running sum in float16), as above;
 - ``"fp32"``: FP16 tensors with FP32 accumulation (LiteRT's ``FP16_WITH_FP32_ACCUM``, WebGPU FP16 storage);
 - ``"xnnpack"``: XNNPACK's f16 kernels, as an fp16 ``.pte`` runs on an x86 CPU with avx512_fp16. Their GEMM,
-  IGEMM (convolution) and depthwise microkernels start the accumulator from the bias and add one product at a time with an FP16 fused multiply-add (``vfmaq_f16`` / ``_mm512_fmadd_ph``):
-  one rounding to float16 per product, in order along the reduction. Softmax (``raddstoreexpminusmax``)
+  IGEMM (convolution) and depthwise microkernels start the accumulator from the bias and add one product at a
+  time with an FP16 fused multiply-add (``vfmaq_f16`` / ``_mm512_fmadd_ph``): one rounding to float16 per product,
+  in order along the reduction. Softmax (``raddstoreexpminusmax``)
   computes exp in FP16 and sums it in FP16 vector lanes (``lanes``, 32 for AVX-512 FP16) before one
   horizontal sum; mean-type reductions accumulate in float32 (the ``f32acc`` rsum kernels) and round once.
   This costs one in-place tensor operation per product along the reduction, about 1.3e10 products a second on
