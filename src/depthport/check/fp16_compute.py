@@ -132,9 +132,9 @@ def fp16_arithmetic_entry(predict: Callable[[], dict | None], machine: dict | No
     which ARM flushes: there the prediction is made too, and both judge the file."""
     found = fp16_arithmetic_here(machine)
     keeps = found["arithmetic"] and found.get("subnormals") == "kept"
-    entry = {**found, "evidence": "measured" if found["arithmetic"] else "predicted"}
-    if keeps:
-        entry["evidence"] = "measured, and predicted with subnormals flushed as on ARM"
+    evidence = ("measured, and predicted with subnormals flushed as on ARM" if keeps
+                else "measured" if found["arithmetic"] else "predicted")
+    entry = {**found, "evidence": evidence}
     if not found["arithmetic"] or keeps:
         entry["prediction"] = predict()
     return entry

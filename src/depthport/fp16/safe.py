@@ -104,6 +104,14 @@ def _stream(model: nn.Module) -> tuple[list, list[torch.Tensor]] | None:
     return norms, tensors + [p for m in layers for p in (m.weight, m.bias) if p is not None]
 
 
+def _rescale_stream(norms: list, writes: list[torch.Tensor], factor: float) -> None:
+    """The stream ``factor`` times larger: its writes multiplied by it, its norms' epsilon by its square."""
+    for t in writes:
+        t.mul_(factor)
+    for norm in norms:
+        norm.eps.mul_(factor * factor)
+
+
 @torch.no_grad()
 def fp16_safe_stream(model: nn.Module) -> None:
     found = _stream(model)
@@ -111,10 +119,8 @@ def fp16_safe_stream(model: nn.Module) -> None:
         return
     norms, writes = found
     k = default_scale(model.encoder.cfg.dim)
-    for t in writes:
-        t.mul_(1.0 / k)
+    _rescale_stream(norms, writes, 1.0 / k)
     for norm in norms:
-        norm.eps.div_(k * k)
         norm.stream_scale = k
 
 
@@ -130,10 +136,8 @@ def full_scale_stream(model: nn.Module) -> int:
     k = getattr(norms[0], "stream_scale", 1)
     if k == 1:
         return 1
-    for t in writes:
-        t.mul_(float(k))
+    _rescale_stream(norms, writes, float(k))
     for norm in norms:
-        norm.eps.mul_(k * k)
         del norm.stream_scale
     return k
 

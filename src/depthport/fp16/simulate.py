@@ -77,6 +77,11 @@ ACCUMULATE = ("fp16", "fp32", "xnnpack", "xnnpack-arm")
 XNNPACK_MODES = ("xnnpack", "xnnpack-arm")
 
 
+def flushes(accumulate: str) -> bool:
+    """Whether the mode flushes FP16 subnormals to zero (ARM's XNNPACK)."""
+    return accumulate == "xnnpack-arm"
+
+
 def _is_float(t) -> bool:
     return isinstance(t, torch.Tensor) and t.dtype in (torch.float32, torch.float64)
 
@@ -136,7 +141,7 @@ class Fp16Mode(TorchFunctionMode):
         if accumulate not in ACCUMULATE:
             raise ValueError(f"accumulate must be one of {', '.join(ACCUMULATE)}, not {accumulate!r}")
         self.trace, self.simulate, self.accumulate, self.block = trace, simulate, accumulate, block
-        self.flush = accumulate == "xnnpack-arm"
+        self.flush = flushes(accumulate)
         self.paused = False
 
     @contextlib.contextmanager
@@ -160,7 +165,7 @@ class Fp16Mode(TorchFunctionMode):
         if name in _IN_PLACE_DUNDER or (name.endswith("_") and not name.startswith("__")):
             target = args[0]
             if _is_float(target):
-                target.copy_(round_fp16(target, self.flush))
+                target.copy_(self._round(target))
             out = target if name != "__setitem__" else out
         else:
             out = _map_floats(out, self._round)
@@ -426,7 +431,7 @@ def simulate_fp16(model: nn.Module, inputs, accumulate: str = "fp16", block: int
     """
     inputs = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
     model = model.eval()
-    sim = fp16_copy(model, flush=accumulate == "xnnpack-arm")
+    sim = fp16_copy(model, flush=flushes(accumulate))
     fp32_trace, sim_trace = _Trace(), _Trace()
     layer_err: dict[str, float] = {}
     pairs, fp32_outputs = [], []
