@@ -43,11 +43,13 @@ class Built:
     @property
     def model(self) -> nn.Module:
         if self._spill is not None:
-            from safetensors.torch import load_file
+            from safetensors import safe_open
 
-            stored = load_file(self._spill)
-            for name, t in _tensors(self._model).items():
-                t.data = stored[name]
+            # Each tensor copied into fresh memory: safetensors' own can sit at any byte offset, and unaligned
+            # weights take other (not bit-identical) kernels on some CPUs (AVX2).
+            with safe_open(self._spill, "pt") as stored:
+                for name, t in _tensors(self._model).items():
+                    t.data = stored.get_tensor(name).clone()
             Path(self._spill).unlink(missing_ok=True)
             self._spill = None
         return self._model
