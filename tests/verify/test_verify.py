@@ -413,6 +413,27 @@ def test_cli_verify_of_a_file_that_does_not_run_reports_why(tiny, tmp_path, caps
     assert "verification failed" in capsys.readouterr().out
 
 
+def test_cli_verify_runs_the_export_verify_stage_on_the_files_in_place(tiny, tmp_path, monkeypatch):
+    """`depthport verify` is the export's verify stage over the user's files: one code path, told only that the
+    files stay where they are and are named by file name."""
+    from depthport.verify import stage
+
+    _, path = tiny
+    calls = []
+    real = stage.apply
+
+    def spy(ctx, report):
+        calls.append((ctx.in_place, ctx.options.eager, [a["file"] for a in report["artifacts"]]))
+        real(ctx, report)
+
+    monkeypatch.setattr(stage, "apply", spy)
+    assert main(["verify", str(path), "--reference", "da2-tiny", "--weights", "random", "--precision", "fp32",
+                 "--out", str(tmp_path / "v"), "--no-eager", "--no-fp64", "--no-cache"]) == 1  # FP32 without fp64
+    assert calls == [(True, False, [str(path)])]
+    report = json.loads((tmp_path / "v" / "report.json").read_text())
+    assert report["artifacts"][0]["status"] == "unverified" and path.is_file()
+
+
 def test_fp16_arithmetic_verdict_is_measured_only_where_the_cpu_computes_fp16():
     g = gates.thresholds()
     good = {"pearson_worst": 0.99999, "rel_l2_pooled": 1e-3, "delta125_worst": 0.9995}

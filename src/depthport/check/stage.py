@@ -30,11 +30,17 @@ def apply(ctx: ExportContext, report: dict) -> None:
         check_litert(ctx, art, ctx.out_dir / art["file"])
     for art in report["artifacts"]:
         if art["target"] in FP16_PTE_TARGETS:
-            art["fp16_arithmetic"] = fp16_arithmetic_entry(
-                lambda: fp16_prediction(ctx, PHONE_ACCUMULATE, art["target"]))
+            fp16_arithmetic(ctx, art)
         if art.get("delegation"):
             verdict = delegation_verdict(art["delegation"], BACKENDS.get(art.get("backend"), art.get("backend")))
             set_check(art, "delegation", verdict, required=True)
+
+
+def fp16_arithmetic(ctx: ExportContext, art: dict) -> None:
+    """What judges an fp16 .pte for devices that compute in FP16 (``fp16_arithmetic_entry``); a file of no known
+    fp16 target (`depthport verify` of any fp16 .pte) is predicted in the plain ``xnnpack-fp16`` form."""
+    target = art["target"] if art["target"] in FP16_PTE_TARGETS else "xnnpack-fp16"
+    art["fp16_arithmetic"] = fp16_arithmetic_entry(lambda: fp16_prediction(ctx, PHONE_ACCUMULATE, target))
 
 
 def check_litert(ctx: ExportContext, art: dict, path: Path) -> dict:

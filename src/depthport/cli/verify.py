@@ -67,13 +67,10 @@ def run(args) -> int:
 
     from ..atomic import write_text
     from ..build import build
-    from ..check.fp16_compute import PHONE_ACCUMULATE, fp16_arithmetic_entry, predict_fp16
+    from ..check import stage as check_stage
     from ..core.evidence_budget import evidence_budget
-    from ..core.images import image_set
-    from ..core.prompts import prompt_set
     from ..core.schema import PASS, dumps
     from ..export.context import ExportContext, StageOptions
-    from ..export.targets import FP16_PTE_TARGETS
     from ..preprocess import parse_size
     from ..quiet import native_stderr_muted
     from ..registry import get_spec
@@ -82,8 +79,8 @@ def run(args) -> int:
     from ..rewrites import default_rewrites
     from ..runtimes import load_runner
     from ..verify import gates
+    from ..verify import stage as verify_stage
     from ..verify.parity import check_shapes
-    from ..verify.stage import cache_summary, figures_entry, make_references, record_references, verify_artifacts
 
     paths = [Path(f) for f in args.files]
     if any(p.is_dir() and p.suffix not in MODEL_SUFFIXES for p in paths):  # a web export: its page in Chromium
@@ -99,7 +96,7 @@ def run(args) -> int:
     if not weights:
         raise InputError("no --weights given and no report.json beside the file names them")
     spec = get_spec(model_id)
-    thresholds = gates.thresholds(args.gate, spec.metric)
+    gates.thresholds(args.gate, spec.metric)  # a bad --gate fails before any work
     threads = args.threads
     console = Console(stderr=True)
     with console.status("verifying") as status, native_stderr_muted(not args.verbose):
@@ -107,62 +104,48 @@ def run(args) -> int:
         shape, extra = tuple(first.input_shape), tuple(getattr(first, "extra_shapes", ()))
         input_hw = parse_size(args.size) if args.size else tuple(shape[-2:])
         check_prompt_input(spec, f"{paths[0].name} takes {1 + len(extra)} input(s)", bool(extra))
-        prompt_hw = tuple(extra[0][-2:]) if extra else None
         for path in paths:
             check_shapes(load_runner(path, threads=threads), input_hw, path.name)
-        source, images = image_set(args.images)
         rewrites = info.get("rewrites") or default_rewrites()
-        normalized = "fold_input_normalization" not in rewrites
         status.update(f"building {spec.id} at {input_hw[0]}x{input_hw[1]}")
         built = build(spec, input_hw, weights, rewrites=rewrites, pos_formula=info.get("pos_embed_formula"),
-                      prompt_hw=prompt_hw)
-        prompts, origins = (prompt_set(args.images, [n for n, _ in images], prompt_hw) if prompt_hw
-                            else (None, None))
-        known = {p: artifact_info(sibling_report(p), p) for p in paths}  # each file's entry in its export's report
-        precisions = {args.precision or known[p].get("precision") for p in paths}
-        budget = evidence_budget(sum(t.numel() for t in built.model.parameters()), input_hw, len(images),
-                                 args.evidence_images)
+                      prompt_hw=tuple(extra[0][-2:]) if extra else None)
+        options = StageOptions(images=args.images, threads=threads, gates=args.gate, no_fp64=args.no_fp64,
+                               no_cache=args.no_cache, fp16_arm64=args.fp16_arm64,
+                               evidence_images=args.evidence_images, eager=not args.no_eager)
+        ctx = ExportContext(built, Path("."), spec.id.replace("-", "_"), options=options,
+                            progress=StatusDetail(status), in_place=True)
+        report = new_report(spec, built, args.command_line)
+        report["evidence_budget"] = evidence_budget(built.parameter_count, input_hw, len(ctx.verification_set()[1]),
+                                                    args.evidence_images).as_entry()
+        for path in paths:
+            art = file_entry(path, artifact_info(sibling_report(path), path), args.precision, input_hw)
+            if path.suffix == ".pte" and art["precision"] == "fp16":
+                status.update(f"predicting XNNPACK's FP16 arithmetic for {path.name}")
+                check_stage.fp16_arithmetic(ctx, art)
+            report["artifacts"].append(art)
         try:
-            refs = make_references(spec, built.weights, input_hw, None if args.no_eager else built.model, normalized,
-                                   images, threads, fp64="fp32" in precisions and not args.no_fp64,
-                                   cache=not args.no_cache, prompts=prompts, fp64_count=budget.count,
-                                   eager_count=budget.count)
+            verify_stage.apply(ctx, report)
         except ModuleNotFoundError as exc:
             raise MissingDependency(exc.name or "?", f"the upstream reference of {spec.id}") from None
-        report = new_report(spec, built, args.command_line)
-        record_references(report, refs, source, threads, built.weights.random, prompt_origins=origins)
-        report["evidence_budget"] = budget.as_entry()
-        unit = gates.unit_label(spec.units())
-        for path in paths:
-            precision = args.precision or known[path].get("precision")
-            art = {"file": str(path), "target": known[path].get("target", path.suffix.lstrip(".")),
-                   "precision": precision, "bytes": path.stat().st_size, "input_shape": [1, 3, *input_hw]}
-            if "gpu_check" in known[path]:
-                art["gpu_check"] = known[path]["gpu_check"]
-            if path.suffix == ".pte" and precision == "fp16":
-                status.update(f"predicting XNNPACK's FP16 arithmetic for {path.name}")
-                art["fp16_arithmetic"] = fp16_arithmetic_entry(lambda: predict_fp16(
-                    built.model, input_hw, normalize=normalized, accumulate=PHONE_ACCUMULATE,
-                    images=images[:budget.count], unit=unit, subset=budget.of("FP16-compute prediction"),
-                    target=art["target"] if art["target"] in FP16_PTE_TARGETS else "xnnpack-fp16", prompts=prompts,
-                    cache=refs.cache, cache_id=(*refs.cache_id, built.rewrites, built.pos_formula)))
-            report["artifacts"].append(art)
-        options = StageOptions(images=args.images, threads=threads, gates=args.gate, no_fp64=args.no_fp64,
-                               fp16_arm64=args.fp16_arm64)
-        ctx = ExportContext(built, Path("."), spec.id.replace("-", "_"), options=options,
-                            progress=StatusDetail(status))
-        ctx.figures = figures_entry(refs, refs.names[0])
-        verify_artifacts(ctx, report, refs, normalized, thresholds, label=lambda art: Path(art["file"]).name)
-        report["verify"]["reference_cache"] = cache_summary(refs)
-        gates.apply_gates(report, None, thresholds)
-        figures = ctx.figures
     out = Path(args.out) if args.out else paths[0].parent / f"verify-{paths[0].stem}"
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "report.json", dumps(report))
-    write_html(out / "report.html", report, figures)
+    write_html(out / "report.html", report, ctx.figures)
     print_summary(report, out)
     return 0 if all(all(c["state"] == PASS for c in a["checks"].values() if c["required"])
                     for a in report["artifacts"]) else 1
+
+
+def file_entry(path: Path, known: dict, precision: str | None, input_hw: tuple[int, int]) -> dict:
+    """One user file's report entry: its precision (``--precision``, else its export's report), target and size;
+    the GPU check its export recorded travels with it."""
+    art = {"file": str(path), "target": known.get("target", path.suffix.lstrip(".")),
+           "precision": precision or known.get("precision"), "bytes": path.stat().st_size,
+           "input_shape": [1, 3, *input_hw]}
+    if "gpu_check" in known:
+        art["gpu_check"] = known["gpu_check"]
+    return art
 
 
 class StatusDetail:

@@ -59,7 +59,7 @@ def measure(args, folder: Path, config: dict):
 
 def run_web(args, paths: list[Path]) -> int:
     from ..atomic import write_bytes, write_text
-    from ..core.schema import SHIPPED, UNVERIFIED, Verdict, dumps, file_status, set_check, skipped_only
+    from ..core.schema import SHIPPED, UNVERIFIED, dumps, skipped_only
     from ..quiet import native_stderr_muted
     from ..report.header import new_report
     from ..report.html import write_html
@@ -80,9 +80,10 @@ def run_web(args, paths: list[Path]) -> int:
            "web": {"runtime": config["runtime"], "model_file": config["model_file"]}}
     web_folder.record(art, result)
     thresholds = gates.thresholds(args.gate, built.spec.metric)
-    parity = gates.evaluate(art["parity"], "fp32", thresholds, gates.unit_label(built.spec.units()))
-    set_check(art, "parity", Verdict.from_dict(parity), required=True)
-    art["status"], art["status_reason"] = file_status(art)
+    report = new_report(built.spec, built, args.command_line,
+                        verify=summary_block(refs, source, args.threads, built.weights.random, prompt_origins))
+    report["artifacts"].append(art)
+    gates.apply_gates(report, None, thresholds)
     out = Path(args.out) if args.out else folder.parent / f"verify-{folder.name}"
     out.mkdir(parents=True, exist_ok=True)
     figures = figures_entry(refs, refs.names[0])
@@ -92,10 +93,6 @@ def run_web(args, paths: list[Path]) -> int:
         write_bytes(out / "screenshot.png", result.screenshot)
         art["browser"]["screenshot"] = "screenshot.png"
         figures["screenshots"] = {target: result.screenshot}
-    report = new_report(built.spec, built, args.command_line,
-                        verify=summary_block(refs, source, args.threads, built.weights.random, prompt_origins),
-                        gates=thresholds)
-    report["artifacts"].append(art)
     write_text(out / "report.json", dumps(report))
     write_html(out / "report.html", report, figures)
     print_web(report, out)

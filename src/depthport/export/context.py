@@ -33,6 +33,7 @@ class StageOptions:
     dynamic_shapes: tuple | None = None  # (H, W) shapes an onnx-dynamic file is verified at (default: 3, see onnx.py)
     web_fast_shaders: bool = False  # browser runs: Dawn's disable_workgroup_init (faster on SwiftShader; reported)
     evidence_images: int | None = None  # images for the float64 reference and FP16 prediction (0: all; None: budget)
+    eager: bool = True  # depthport's own eager model compared too (`depthport verify --no-eager`: not)
 
     def __post_init__(self):
         self.skip = frozenset(self.skip)
@@ -59,6 +60,8 @@ class ExportContext:
     eager_outputs: dict = field(default_factory=dict)
     figures: dict | None = None  # what report.html draws (verify fills it)
     progress: object = None  # a depthport.cli.progress reporter, or None
+    # the user's own files (`depthport verify`): each artifact's ``file`` is its path, judged where it is, never moved
+    in_place: bool = False
     _scratch: Path | None = field(default=None, repr=False)
     _verification: tuple | None = field(default=None, repr=False)
     _cache: tuple | None = field(default=None, repr=False)

@@ -182,11 +182,23 @@ def needs_fp64(ctx, report: dict) -> bool:
     return not ctx.options.no_fp64 and any(a.get("precision") == "fp32" for a in report["artifacts"])
 
 
+def _settle_dir(ctx) -> Path | None:
+    """Where files that do not ship are moved: the export folder, or nowhere for the user's own files."""
+    return None if ctx.in_place else ctx.out_dir
+
+
+def _label(ctx):
+    """How report.html names each file's depth: by target in an export, by file name for the user's files (which
+    may share a target)."""
+    return (lambda art: Path(art["file"]).name) if ctx.in_place else (lambda art: art["target"])
+
+
 def skipped(ctx, report: dict) -> None:
     """``--skip verify``: every file's parity is not measured, so none ships (each is unverified)."""
     for art in report["artifacts"]:
         art["parity"] = {"not_measured": "verification skipped on request (--skip verify)", "cause": SKIPPED}
-    gates.apply_gates(report, ctx.out_dir, gates.thresholds(ctx.options.gates, ctx.built.spec.metric), ctx.files)
+    gates.apply_gates(report, _settle_dir(ctx), gates.thresholds(ctx.options.gates, ctx.built.spec.metric),
+                      ctx.files)
 
 
 def apply(ctx, report: dict) -> None:
@@ -198,11 +210,14 @@ def apply(ctx, report: dict) -> None:
     normalized = "fold_input_normalization" not in built.rewrites
     budget = ctx.evidence_budget
     try:
-        refs = make_references(built.spec, built.weights, built.input_hw, built.model, normalized, images, threads,
-                               fp64=needs_fp64(ctx, report), cache=ctx.cache or False, prompts=prompts,
+        refs = make_references(built.spec, built.weights, built.input_hw, built.model if ctx.options.eager else None,
+                               normalized, images, threads, fp64=needs_fp64(ctx, report), cache=ctx.cache or False,
+                               prompts=prompts,
                                cache_id=ctx.cache_id, fp64_count=budget.count, eager_count=budget.count,
                                eager_id=(tuple(built.rewrites), built.pos_formula, built.prompt_hw))
     except ModuleNotFoundError as exc:
+        if ctx.in_place:  # the user's files: one line naming the package, not a report of errors
+            raise
         reason = (f"the upstream reference needs the Python package {exc.name!r}, which is not installed "
                   "(`make venv` installs it)")
         for art in report["artifacts"]:
@@ -212,9 +227,9 @@ def apply(ctx, report: dict) -> None:
     refs.seed_eager(ctx.eager_outputs)
     record_references(report, refs, source, threads, built.weights.random, space, origins)
     ctx.figures = figures_entry(refs, refs.names[0])
-    verify_artifacts(ctx, report, refs, normalized, thresholds, space)
+    verify_artifacts(ctx, report, refs, normalized, thresholds, space, _label(ctx))
     report["verify"]["reference_cache"] = cache_summary(refs)
-    gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)
+    gates.apply_gates(report, _settle_dir(ctx), thresholds, ctx.files)
 
 
 def cache_summary(refs: References) -> dict:
