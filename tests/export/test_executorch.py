@@ -400,3 +400,30 @@ def test_check_stage_predicts_each_fp16_pte_target_in_its_own_form(built, tmp_pa
     assert plain is not split and fp16_prediction(ctx, "xnnpack", "xnnpack-fp16-split") is split
     assert plain["accumulate"] == split["accumulate"] == "xnnpack"
     assert 0 < split["rel_l2"] < plain["rel_l2"]
+
+
+def test_small_weights_lifted_out_of_fp16_subnormals_exactly():
+    """``lift_small_weights``: a layer holding weights below 2^-14 (which XNNPACK on ARM reads as 0) computes with
+    them 2^k larger and scales its output back: bit for bit the same in FP32, and none of its weights is flushed in
+    FP16 any more. Layers without such weights are left alone."""
+    from torch import nn
+
+    from depthport.export.executorch import LIFT_LIMIT, lift_small_weights
+    from depthport.fp16.kernels import FP16_TINY
+    from depthport.fp16.simulate import round_fp16
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(8, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 1, 1))
+    with torch.no_grad():
+        model[2].weight.mul_(0.01)
+        model[2].weight[0, :2] = torch.tensor([3e-5, -2e-5])[:, None, None]
+    x = torch.randn(1, 8, 12, 12)
+    before = model(x)
+    flushed = (round_fp16(model[2].weight.detach(), True) == 0).sum().item()
+    assert flushed >= 2 and lift_small_weights(model) == 1
+    assert isinstance(model[2], nn.Conv2d) and model[2].out_channels == 1 and type(model[0]) is nn.Conv2d
+    assert type(model[2]) is not nn.Conv2d and model[2].out_scale.item() < 1  # the same layer, output scaled back
+    w = model[2].weight.detach()
+    assert LIFT_LIMIT / 2 <= w.abs().max() < LIFT_LIMIT and w.abs()[w != 0].min() >= FP16_TINY
+    assert (round_fp16(w, True) == 0).sum().item() == 0
+    assert torch.equal(model(x), before)
