@@ -31,7 +31,7 @@ from ..models.layers import LOGIT_BOUND, PROB_SCALE, Attention, Mlp, Resize, Sca
 from ..models.rope import SplitHeadRopeAttention
 from .context import ExportContext, artifact_entry
 from .delegation import delegation_report
-from .split_k import split_reductions
+from .split_k import depth_channels_alone, split_reductions
 
 
 def fp16_norm_scale(dim: int) -> float:
@@ -189,9 +189,8 @@ def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gel
     if counts["gelu"]:
         changes.append(f"{counts['gelu']} GELUs as tanh approximation x*sigmoid(x*(a+b*x^2)) (approximation, "
                        "< 5e-4 abs)")
-    if lift_weights:  # a head that reads its layer's weights itself (DA3's depth channel) computes through the layer
-        for head in (m for m in out.modules() if hasattr(m, "depth_only")):
-            head.depth_only()
+    if lift_weights:
+        depth_channels_alone(out)
     if split_k:
         done = split_reductions(out, split_k, conv_split_k)
         convs = f" ({conv_split_k} for convolutions larger than 1x1)" if conv_split_k not in (None, split_k) else ""

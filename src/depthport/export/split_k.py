@@ -131,6 +131,13 @@ def _long(module: nn.Module, chunk: int) -> bool:
     return False
 
 
+def depth_channels_alone(model: nn.Module) -> None:
+    """DA3's head: its last convolution's depth channel as a module of its own (``depth_only``, exact), so that a
+    rewrite of the module sees what is computed: the head otherwise reads that convolution's weights itself."""
+    for head in [m for m in model.modules() if hasattr(m, "depth_only")]:
+        head.depth_only()
+
+
 @torch.no_grad()
 def split_reductions(model: nn.Module, chunk: int, conv_chunk: int | None = None) -> dict[str, int]:
     """In place: every Linear and 1x1 Conv2d whose reduction exceeds ``chunk`` products and every larger Conv2d whose
@@ -138,8 +145,7 @@ def split_reductions(model: nn.Module, chunk: int, conv_chunk: int | None = None
     ``split_k`` (the attentions' two matmuls) splits its own, and each norm with a ``grouped_mean`` takes its means
     as a float32-accumulated mean. Returns the counts by kind."""
     counts = {"linear": 0, "conv": 0, "matmul": 0, "mean": 0}
-    for head in [m for m in model.modules() if hasattr(m, "depth_only")]:
-        head.depth_only()  # DA3's head: its last convolution's depth channel as a module of its own
+    depth_channels_alone(model)
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             limit = conv_chunk if _spatial(child) and conv_chunk is not None else chunk

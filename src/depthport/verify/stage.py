@@ -212,9 +212,8 @@ def apply(ctx, report: dict) -> None:
     try:
         refs = make_references(built.spec, built.weights, built.input_hw, built.model if ctx.options.eager else None,
                                normalized, images, threads, fp64=needs_fp64(ctx, report), cache=ctx.cache or False,
-                               prompts=prompts,
-                               cache_id=ctx.cache_id, fp64_count=budget.count, eager_count=budget.count,
-                               eager_id=(tuple(built.rewrites), built.pos_formula, built.prompt_hw))
+                               prompts=prompts, cache_id=ctx.cache_id, fp64_count=budget.count,
+                               eager_count=budget.count, eager_id=(tuple(built.rewrites), built.pos_formula, built.prompt_hw))
     except ModuleNotFoundError as exc:
         if ctx.in_place:  # the user's files: one line naming the package, not a report of errors
             raise
