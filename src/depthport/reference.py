@@ -34,6 +34,25 @@ def transformers_config(spec: ModelSpec, config_class=None):
     )
 
 
+def _loaded(cls, config, state: dict) -> nn.Module:
+    """transformers' ``cls`` built without its random initialisation (``no_init_weights``, as its own
+    ``from_pretrained`` does: 6 s of a Large model's build), then given ``state``; the one tensor a checkpoint does not
+    hold, DINOv2's ``mask_token`` (used only to mask tokens in pretraining), is set to 0."""
+    from transformers.initialization import no_init_weights
+
+    with no_init_weights():
+        model = cls(config).eval()
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    masks = [k for k in missing if k.endswith("mask_token")]
+    missing = [k for k in missing if k not in masks]
+    if missing or unexpected:
+        raise RuntimeError(f"reference load failed: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    with torch.no_grad():
+        for name in masks:
+            model.get_parameter(name).zero_()
+    return model
+
+
 class TransformersReference(nn.Module):
     """transformers' DepthAnythingForDepthEstimation; returns predicted_depth (B, H, W)."""
 
@@ -41,13 +60,8 @@ class TransformersReference(nn.Module):
         super().__init__()
         from transformers import DepthAnythingForDepthEstimation
 
-        self.model = DepthAnythingForDepthEstimation(transformers_config(spec)).eval()
-        state = TRANSFORMERS.from_depthport(weights.state)
-        state = {_v5_name(k): v for k, v in state.items()}
-        missing, unexpected = self.model.load_state_dict(state, strict=False)
-        missing = [k for k in missing if not k.endswith("mask_token")]
-        if missing or unexpected:
-            raise RuntimeError(f"reference load failed: missing {missing[:5]}, unexpected {unexpected[:5]}")
+        state = {_v5_name(k): v for k, v in TRANSFORMERS.from_depthport(weights.state).items()}
+        self.model = _loaded(DepthAnythingForDepthEstimation, transformers_config(spec), state)
 
     @torch.no_grad()
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -63,12 +77,9 @@ class PromptTransformersReference(nn.Module):
 
         from .weights.formats import TRANSFORMERS_PROMPT
 
-        self.model = PromptDepthAnythingForDepthEstimation(transformers_config(spec, PromptDepthAnythingConfig)).eval()
         state = {_v5_name(k): v for k, v in TRANSFORMERS_PROMPT.from_depthport(weights.state).items()}
-        missing, unexpected = self.model.load_state_dict(state, strict=False)
-        missing = [k for k in missing if not k.endswith("mask_token")]
-        if missing or unexpected:
-            raise RuntimeError(f"reference load failed: missing {missing[:5]}, unexpected {unexpected[:5]}")
+        self.model = _loaded(PromptDepthAnythingForDepthEstimation,
+                             transformers_config(spec, PromptDepthAnythingConfig), state)
 
     @torch.no_grad()
     def forward(self, x: torch.Tensor, prompt: torch.Tensor | None = None) -> torch.Tensor:
