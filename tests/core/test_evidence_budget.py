@@ -3,36 +3,44 @@ run on, and that a subset is said aloud in the report, the verdicts, the card an
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
 import pytest
 from helpers import TINY_HW
 
 from depthport.core import evidence_budget as budget_module
-from depthport.core.evidence_budget import BUDGET, LEDGER_BUDGET, PATCH, evidence_budget
+from depthport.core.evidence_budget import BUDGET, LEDGER_BUDGET, PARITY_BUDGET, PATCH, evidence_budget
 
 
-@pytest.mark.parametrize("params, hw, want", [
-    (24.8e6, (518, 686), 6),  # da2-small: every image
-    (97.5e6, (518, 686), 6),  # da2-base: every image
-    (335.3e6, (518, 686), 2),  # da2-large
-    (334.1e6, (896, 504), 1),  # da3-metric-large
-    (340.0e6, (756, 1008), 1),  # prompt-da-large
+@pytest.mark.parametrize("params, hw, want, parity", [
+    (24.8e6, (518, 686), 6, 6),  # da2-small: every image
+    (97.5e6, (518, 686), 6, 6),  # da2-base: every image
+    (335.3e6, (518, 686), 2, 6),  # da2-large
+    (334.1e6, (896, 504), 1, 5),  # da3-metric-large
+    (340.0e6, (756, 1008), 1, 3),  # prompt-da-large
 ])
-def test_the_budget_keeps_every_image_up_to_base_models_and_fewer_for_large_ones(params, hw, want):
+def test_the_budget_keeps_every_image_up_to_base_models_and_fewer_for_large_ones(params, hw, want, parity):
     budget = evidence_budget(params, hw, 6)
-    assert budget.count == want and budget.subset == (want < 6)
+    assert budget.count == want and budget.subset == (want < 6) and budget.parity_count == parity
     assert budget.count == 1 or budget.count * budget.per_image <= BUDGET
-    if budget.subset:
-        what = "float64 reference, FP16-compute prediction and depthport eager"
-        assert budget.line == f"{what} on {want} of 6 images (evidence budget)"
+    assert parity == 6 or parity * budget.per_image <= PARITY_BUDGET
+    assert budget.as_entry()["parity_images"] == parity
+    what = "float64 reference, FP16-compute prediction and depthport eager"
+    parts = [f"parity (upstream FP32 reference and each file) on {parity} of 6 images (evidence budget)"] * (parity < 6)
+    parts += [f"{what} on {want} of 6 images (evidence budget)"] * (want < 6)
+    assert budget.line == "; ".join(parts)
+    if parts:
         assert budget.as_entry()["line"] == budget.line
     else:
-        assert budget.line == "" and "line" not in budget.as_entry()
+        assert "line" not in budget.as_entry()
 
 
 def test_evidence_images_overrides_the_budget():
-    assert evidence_budget(340e6, (756, 1008), 6, requested=0).count == 6
+    everything = evidence_budget(340e6, (756, 1008), 6, requested=0)
+    assert everything.count == everything.parity_count == 6 and everything.line == ""
+    assert evidence_budget(340e6, (756, 1008), 6, requested=4).parity_count == 4  # never fewer than the float64's
     one = evidence_budget(1e6, (56, 70), 6, requested=1)
     assert one.count == 1 and one.line.endswith("on 1 of 6 images (--evidence-images)")
     assert evidence_budget(1e6, (56, 70), 3, requested=5).count == 3
@@ -74,6 +82,46 @@ def test_a_subset_is_labelled_in_the_report_the_verdicts_the_card_and_the_consol
     assert again["artifacts"][0]["parity"]["fp64_images"] == "float64 reference on 1 of 2 images"
     assert again["artifacts"][0]["parity"]["eager_images"] == "depthport eager on 1 of 2 images"
     assert line in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.fixture(scope="module")
+def large_path(tmp_path_factory):
+    """The tiny model exported on the path a Large model takes: the parity budget lowered so that the file and the
+    upstream FP32 reference run on 2 of 3 images (the ground-truth scene, sorted last, among them). (report,
+    README.md, console output)."""
+    from depthport.cli import main
+    from depthport.core.images import builtin_image
+
+    images = tmp_path_factory.mktemp("images")
+    for name in ("astronaut", "chelsea", "motorcycle_left"):
+        builtin_image(name).save(images / f"{name}.png")
+    out = tmp_path_factory.mktemp("large-path") / "out"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(budget_module, "PARITY_BUDGET", 1.0)
+        console = io.StringIO()
+        with contextlib.redirect_stdout(console):
+            code = main(["export", "da2-tiny", "--weights", "random", "--size", f"{TINY_HW[0]}x{TINY_HW[1]}",
+                         "--targets", "litert-fp32", "--images", str(images), "--evidence-images", "1",
+                         "--skip", "ledger,bench", "--out", str(out)])
+    assert code == 0
+    return json.loads((out / "report.json").read_text()), (out / "README.md").read_text(), console.getvalue()
+
+
+def test_a_parity_subset_keeps_the_ground_truth_scene_and_is_labelled(large_path):
+    report, card, console = large_path
+    line = "parity (upstream FP32 reference and each file) on 2 of 3 images (evidence budget)"
+    assert report["evidence_budget"]["line"].startswith(line + "; float64 reference")
+    assert report["evidence_budget"]["parity_images"] == 2
+    assert report["verify"]["images"] == ["astronaut.png", "chelsea.png", "motorcycle_left.png"]
+    assert report["verify"]["parity_images"] == ["astronaut.png", "motorcycle_left.png"]
+    [art] = report["artifacts"]
+    assert art["parity"]["images"] == 2 and set(art["parity"]["per_image"]) == {"astronaut.png", "motorcycle_left.png"}
+    assert art["parity"]["parity_images"] == "parity on 2 of 3 images"
+    assert art["parity"]["vs_reference_fp64"]["images"] == 1
+    assert "parity on 2 of 3 images" in " ".join(art["checks"]["parity"]["reasons"])
+    assert art["status"] == "shipped" and art["accuracy"]["abs_rel"] > 0
+    assert line in card and "Parity against the FP32 reference covers every image" not in card
+    assert line in " ".join(console.split())
 
 
 @pytest.mark.parametrize("params, hw, passes, scaled", [

@@ -73,7 +73,8 @@ def add_evidence_args(parser) -> None:
     parser.add_argument("--evidence-images", type=evidence_images, metavar="N|all",
                         help="verification images the float64 reference and the FP16-compute prediction run on "
                              "(default: as many as the evidence budget allows: every image up to Base models, 1 or 2 "
-                             "of 6 for Large ones; 'all' also runs the rewrite ledger at the export shape)")
+                             "of 6 for Large ones; 'all' also runs parity on every image and the rewrite ledger at "
+                             "the export shape)")
 
 
 def add_threads(parser, help_text: str = "CPU threads") -> None:

@@ -122,7 +122,7 @@ def variants(report: dict) -> list[dict]:
 
 def parity_view(report: dict) -> dict:
     """What parity was measured against, or why it was not; the float64 comparison of each file that has one."""
-    arts = report.get("artifacts", [])
+    arts, budget = report.get("artifacts", []), report.get("evidence_budget") or {}
     measured = [a for a in arts if "pearson_worst" in (a.get("parity") or {})]
     fp64 = [{"file": a["file"], "vs_fp64": f"{a['parity']['vs_reference_fp64']['rel_l2_pooled']:.3g}",
              "upstream_vs_fp64": f"{a['parity']['upstream_fp32_vs_fp64']:.3g}",
@@ -132,7 +132,8 @@ def parity_view(report: dict) -> dict:
             "reference": measured[0]["parity"].get("reference") if measured else None,
             "why_not": "; ".join(sorted({_verdict(a, "parity") for a in arts})),
             "fp64": fp64, "fp64_gate": report.get("gates", {}).get("fp32", {}).get("fp64_error_ratio", "-"),
-            "evidence_line": (report.get("evidence_budget") or {}).get("line")}
+            "evidence_line": budget.get("line"),
+            "parity_subset": budget.get("parity_images", 0) < budget.get("images", 0)}
 
 
 def not_shipped_view(report: dict) -> dict:

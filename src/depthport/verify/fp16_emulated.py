@@ -21,7 +21,7 @@ COMPUTE = "fp16 arithmetic (emulated ARMv8.2-A)"
 
 def measure(path: Path, refs: References, threads: int, normalized: bool = True) -> dict:
     """The parity record of ``path`` run on the emulated CPU, or ``{"not_measured": why}``."""
-    inputs = [(refs.input(img, normalized), *refs.extra(img)) for img in refs.names]
+    inputs = [(refs.input(img, normalized), *refs.extra(img)) for img in refs.parity_names]
     try:
         run = run_pte(path, inputs, threads=threads)
     except (InputError, RuntimeError, OSError, subprocess.SubprocessError) as exc:
@@ -31,7 +31,7 @@ def measure(path: Path, refs: References, threads: int, normalized: bool = True)
     size = refs.input_hw[0] * refs.input_hw[1]
     if any(out.size != size for out in run.outputs):
         return {"not_measured": f"emulated ARMv8.2-A run: {Path(path).name} returns {list(run.outputs[0].shape)}"}
-    outputs = {img: np.asarray(out, np.float32).reshape(refs.input_hw) for img, out in zip(refs.names, run.outputs)}
+    outputs = {img: np.asarray(out, np.float32).reshape(refs.input_hw) for img, out in zip(refs.parity_names, run.outputs)}
     record = parity_record(outputs, refs, refs.label, "depthport eager model, same rewrites")
     record.update(runtime="executorch (aarch64, emulated)", compute=COMPUTE, compute_reason=run.description,
                   seconds=round(run.seconds, 1))

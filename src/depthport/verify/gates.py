@@ -115,17 +115,20 @@ def evaluate(parity: dict | None, precision: str | None, gates: dict[str, dict[s
                else "no precision known for this file (give --precision fp32|fp16|int8)")
         return Verdict.not_measured(why, ERROR).to_dict()
     figures = {m: parity.get(m) for m in limits}
-    subset = parity.get("fp64_images") if "fp64_error_ratio" in limits else None  # the evidence budget's subset
+    # the evidence budget's subsets: of the float64 reference, and of parity itself
+    subset = parity.get("fp64_images") if "fp64_error_ratio" in limits else None
+    images = parity.get("parity_images")
     failed, missing = [], []
     for metric, limit in limits.items():
         value = parity.get(metric)
+        on = subset if subset and metric == "fp64_error_ratio" else images
+        on = f" ({on})" if on else ""
         if value is None:
             missing.append(metric)
         elif metric in LOWER and not value >= limit:
-            failed.append(f"{metric} {value:.6g} < {limit:g}")
+            failed.append(f"{metric} {value:.6g} < {limit:g}{on}")
         elif metric in UPPER and not value <= limit:
             u = f" {unit}" if unit and "abs" in metric else ""
-            on = f" ({subset})" if subset and metric == "fp64_error_ratio" else ""
             failed.append(f"{metric} {value:.4g}{u} > {limit:g}{u}{on}")
     if failed:
         return Verdict.failed(failed, figures, limits).to_dict()
@@ -133,7 +136,8 @@ def evaluate(parity: dict | None, precision: str | None, gates: dict[str, dict[s
         skipped = [m for m in missing if m in parity.get("skipped", ())]
         cause = SKIPPED if len(skipped) == len(missing) else ERROR
         return Verdict.not_measured(f"{', '.join(missing)} not measured", cause, limits).to_dict()
-    return Verdict.passed(figures, limits, f"fp64_error_ratio: {subset}" if subset else "").to_dict()
+    notes = [images or "", f"fp64_error_ratio: {subset}" if subset else ""]
+    return Verdict.passed(figures, limits, "; ".join(n for n in notes if n)).to_dict()
 
 
 def fp16_arithmetic_verdict(art: dict, gates: dict[str, dict[str, float]], unit: str = "") -> Verdict:

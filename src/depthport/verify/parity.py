@@ -57,6 +57,8 @@ class References:
     fp64_count: int | None = None  # the float64 reference runs on the first this-many images (the evidence budget)
     eager_count: int | None = None  # and depthport's eager model (the converter's share of the error) too
     eager_id: tuple = ()  # what the eager model is beyond cache_id (its rewrites...): its outputs are cached too
+    parity_count: int | None = None  # the files and the FP32 reference run on this many images (the evidence budget)
+    keep: str | None = None  # the image every subset holds: the ground-truth scene, whose outputs score accuracy
     _inputs: dict = field(default_factory=dict)
     _outputs: dict = field(default_factory=dict)
 
@@ -71,21 +73,32 @@ class References:
                                                        extra_shapes=extra, rebuild=self.reference.rebuild), eager,
                           self.eager_normalized, self.label, ref64, spec=self.spec, cache=self.cache,
                           cache_id=self.cache_id, prompts=self.prompts, fp64_count=self.fp64_count,
-                          eager_count=self.eager_count)
+                          eager_count=self.eager_count, parity_count=self.parity_count, keep=self.keep)
 
     @property
     def names(self) -> list[str]:
         return [name for name, _ in self.images]
 
     @property
+    def parity_names(self) -> list[str]:
+        """The images the files and the FP32 reference run on, in the set's order: all, or ``keep`` (when the set
+        holds it) and the first others up to ``parity_count``."""
+        names = self.names
+        if not self.parity_count or self.parity_count >= len(names):
+            return names
+        keep = self.keep if self.keep in names else None
+        others = [n for n in names if n != keep][:self.parity_count - (keep is not None)]
+        return [n for n in names if n == keep or n in others]
+
+    @property
     def fp64_names(self) -> list[str]:
-        """The images the float64 reference runs on: all, or the first ``fp64_count``."""
-        return self.names[:self.fp64_count] if self.fp64_count else self.names
+        """The images the float64 reference runs on: all parity images, or the first ``fp64_count``."""
+        return self.parity_names[:self.fp64_count] if self.fp64_count else self.parity_names
 
     @property
     def eager_names(self) -> list[str]:
-        """The images depthport's eager model runs on: all, or the first ``eager_count``."""
-        return self.names[:self.eager_count] if self.eager_count else self.names
+        """The images depthport's eager model runs on: all parity images, or the first ``eager_count``."""
+        return self.parity_names[:self.eager_count] if self.eager_count else self.parity_names
 
     def input(self, name: str, normalized: bool = True) -> np.ndarray:
         key = (name, normalized)
@@ -139,7 +152,7 @@ def run_file(runner, refs: References, name: str, normalized: bool = True, on_im
     """Depth (H, W) of the file for every image; ``on_image(done)`` after each."""
     check_shapes(runner, refs.input_hw, name)
     out = {}
-    for i, img in enumerate(refs.names, 1):
+    for i, img in enumerate(refs.parity_names, 1):
         out[img] = depth_of(runner, refs.input(img, normalized), refs.input_hw, name, *refs.extra(img))
         if on_image is not None:
             on_image(i)
@@ -165,6 +178,8 @@ def parity_record(outputs: dict[str, np.ndarray], refs: References, reference_la
     there is one, the upstream reference in float64. With float64, ``fp64_error_ratio`` is the file's error
     against float64 divided by upstream float32's own error against float64 (1.0: as exact as upstream)."""
     record = {"reference": reference_label, **compare(outputs, refs, "reference")}
+    if len(outputs) < len(refs.names):
+        record["parity_images"] = f"parity on {len(outputs)} of {len(refs.names)} images"
     if refs.eager is not None:
         names = refs.eager_names
         record["vs_eager"] = {"reference": eager_label or "depthport eager",

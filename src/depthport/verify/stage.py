@@ -151,6 +151,7 @@ def verify_file(path: Path, refs: References, threads: int, normalized: bool = T
 def summary_block(refs: References, source: str, threads: int, random_weights: bool,
                   prompt_origins: dict | None = None) -> dict:
     return {"reference": refs.label, "image_source": source, "images": refs.names,
+            **({"parity_images": refs.parity_names} if refs.parity_names != refs.names else {}),
             **({"prompts": prompt_origins} if prompt_origins else {}),
             "preprocess": PREPROCESS, "threads": threads, "delta125": DELTA_DEFINITION,
             "random_weights": random_weights,
@@ -223,7 +224,9 @@ def apply(ctx, report: dict) -> None:
             art["parity"] = {"error": reason, "cause": ERROR}
         gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)
         return
+    refs.parity_count, refs.keep = budget.parity_count, scene_name(refs)
     refs.seed_eager(ctx.eager_outputs)
+    ctx.detail("the upstream reference's accuracy on the ground-truth scene")
     record_references(report, refs, source, threads, built.weights.random, space, origins)
     ctx.figures = figures_entry(refs, refs.names[0])
     verify_artifacts(ctx, report, refs, normalized, thresholds, space, _label(ctx))
@@ -266,7 +269,7 @@ def reference_outputs(ctx, refs: References) -> None:
     the time left), and no file's runtime is in memory beside a model's activations. One upstream model is in
     memory at a time, depthport's waits on disk while the float64 one runs (``park_eager``), and the upstream
     models are freed at the end (built again if another shape needs them)."""
-    wanted = [("reference", name) for name in refs.names]
+    wanted = [("reference", name) for name in refs.parity_names]
     if refs.eager is not None:
         wanted += [("eager", name) for name in refs.eager_names]
     if refs.reference64 is not None:
@@ -312,7 +315,7 @@ def verify_artifacts(ctx, report: dict, refs: References, normalized: bool, thre
             reference_outputs(ctx, refs)
         except (ModuleNotFoundError, RuntimeError, OSError, ValueError):
             pass  # each file's verification below meets the same failure and records it as its parity error
-    n, k, i = len(files), len(refs.names), 0
+    n, k, i = len(files), len(refs.parity_names), 0
     for art in report["artifacts"]:
         if art.get("web"):  # a folder with a browser page: verified in Chromium below
             continue
