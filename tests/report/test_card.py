@@ -196,13 +196,15 @@ def test_card_states_fp16_headroom_and_fp16_arithmetic_evidence():
 
 @pytest.fixture(scope="module")
 def snippet_exports(tmp_path_factory):
-    """Each runtime kind's file with its card: da2-tiny as .tflite, .pte and .onnx; da3-tiny (its own resize) as
-    .tflite. Verification is skipped: the snippets are the card's whatever the verdicts."""
+    """Each runtime kind's file with its card: da2-tiny as .tflite, .pte and .onnx at 56x70; da3-tiny (its own
+    resize) as .tflite at its tiny shape, 70x42 (the same file as the registry's test: one conversion for both).
+    Verification is skipped: the snippets are the card's whatever the verdicts."""
     root = tmp_path_factory.mktemp("snippets")
     out = {}
-    for model, targets in (("da2-tiny", "litert-fp32,xnnpack-fp32,onnx"), ("da3-tiny", "litert-fp32")):
+    for model, size, targets in (("da2-tiny", "56x70", "litert-fp32,xnnpack-fp32,onnx"),
+                                 ("da3-tiny", "70x42", "litert-fp32")):
         folder = root / model
-        assert main(["export", model, "--size", "56x70", "--targets", targets, "--out", str(folder),
+        assert main(["export", model, "--size", size, "--targets", targets, "--out", str(folder),
                      "--skip", "ledger,verify,bench,report"]) == 0
         out[model] = folder
     return out
@@ -214,8 +216,8 @@ def python_snippets(card: str) -> list[str]:
 
 @pytest.mark.parametrize("model,kind,stored", [
     ("da2-tiny", "tflite", (90, 60)), ("da2-tiny", "pte", (90, 60)), ("da2-tiny", "onnx", (90, 60)),
-    ("da3-tiny", "tflite", (90, 60)),  # shown 60x90: stretched to 70x56
-    ("da3-tiny", "tflite", (560, 700)),  # shown 700x560: Depth Anything 3's two-step resize gives 70x56
+    ("da3-tiny", "tflite", (90, 60)),  # shown 60x90, portrait like the model's 70x42
+    ("da3-tiny", "tflite", (560, 700)),  # shown 700x560, landscape: Depth Anything 3's two-step resize to 70x42
 ])
 def test_python_snippet_runs_as_written_and_equals_predict(snippet_exports, model, kind, stored, tmp_path):
     """The card's Python snippet, run as written by a fresh interpreter in the export folder on a phone photo
