@@ -113,7 +113,8 @@ def measure(model_id: str, targets: str, threads: int, cache: str | None = None)
                               env={**os.environ, "DEPTHPORT_CACHE": cache or empty})
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:  # the error's last lines, without the runtimes' native log lines
-        said = [ln for ln in proc.stderr.strip().splitlines() if ln.strip() and not ln.startswith(("INFO:", "W0", "I0"))]
+        said = [ln for ln in proc.stderr.strip().splitlines()
+                if ln.strip() and not ln.startswith(("INFO:", "W0", "I0"))]
         tail = " | ".join(said[-3:]) or "no output"
         return {"model": model_id, "targets": targets, "error": f"exited {proc.returncode}: {tail}"}
     return json.loads(lines[-1])

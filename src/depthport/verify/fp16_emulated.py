@@ -31,7 +31,8 @@ def measure(path: Path, refs: References, threads: int, normalized: bool = True)
     size = refs.input_hw[0] * refs.input_hw[1]
     if any(out.size != size for out in run.outputs):
         return {"not_measured": f"emulated ARMv8.2-A run: {Path(path).name} returns {list(run.outputs[0].shape)}"}
-    outputs = {img: np.asarray(out, np.float32).reshape(refs.input_hw) for img, out in zip(refs.parity_names, run.outputs)}
+    outputs = {img: np.asarray(out, np.float32).reshape(refs.input_hw)
+               for img, out in zip(refs.parity_names, run.outputs)}
     record = parity_record(outputs, refs, refs.label, "depthport eager model, same rewrites")
     record.update(runtime="executorch (aarch64, emulated)", compute=COMPUTE, compute_reason=run.description,
                   seconds=round(run.seconds, 1))
