@@ -226,7 +226,7 @@ def apply(ctx, report: dict) -> None:
         return
     refs.parity_count, refs.keep = budget.parity_count, scene_name(refs)
     refs.seed_eager(ctx.eager_outputs)
-    ctx.detail("the upstream reference's accuracy on the ground-truth scene")
+    ctx.detail("the upstream reference on the ground-truth scene (accuracy) and the first image (report.html)")
     record_references(report, refs, source, threads, built.weights.random, space, origins)
     ctx.figures = figures_entry(refs, refs.names[0])
     verify_artifacts(ctx, report, refs, normalized, thresholds, space, _label(ctx))
