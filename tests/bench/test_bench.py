@@ -71,6 +71,15 @@ def test_a_slow_warm_up_makes_one_timed_call_a_round():
     assert log == ["a"] * 7 and records[0]["iters"] == 3
 
 
+def test_a_runner_that_ran_already_gets_no_warm_up_and_its_call_time_decides_the_slow_mode():
+    log: list[str] = []
+    x = sample_input((1, 2))
+    records = time_interleaved([Entry("a", Recorder("a", log), x), Entry("b", Recorder("b", log), x, warm_ms=50.0)],
+                               rounds=2, warmup=1, iters=3, slow_ms=10.0)
+    assert log == ["a"] + ["a", "b"] * 2  # b's verify call was its warm-up; 50 ms > slow_ms: one call a round
+    assert [(r["warmup"], r.get("warm", False), r["iters"]) for r in records] == [(1, False, 1), (0, True, 1)]
+
+
 def test_two_real_files_interleaved_with_medians_and_ratios(files):
     a = load_runner(files[0], threads=1, api="compiled")
     b = load_runner(files[1], threads=1, api="interpreter")
@@ -94,7 +103,13 @@ def test_export_step_records_latency_per_artifact(files, tiny_built):
     ctx = ExportContext(tiny_built, files[0].parent, "da2_tiny", options=StageOptions(threads=1))
     report = {"artifacts": [artifact_entry(ctx, f, f.stem, precision="fp32") for f in files]
               + [{"file": "missing.onnx", "target": "onnx", "precision": "fp32"}]}
+    warm = load_runner(files[1], threads=1)
+    ctx.warm_runners[report["artifacts"][1]["target"]] = (warm, 5.0)  # as verify leaves it
     step.apply(ctx, report)
+    assert ctx.warm_runners == {}
+    assert [a["latency_ms"]["warmup"] for a in report["artifacts"][:2]] == [step.WARMUP, 0]
+    assert "warm_from" not in report["artifacts"][0]["latency_ms"]
+    assert report["artifacts"][1]["latency_ms"]["warm_from"] == "verify"
     for art in report["artifacts"][:2]:
         lat = art["latency_ms"]
         assert lat["runtime"] == "litert-compiled" and lat["threads"] == 1

@@ -135,6 +135,13 @@ def test_latency_table_says_not_measured_when_the_figures_are_missing():
     assert '<span class="nm">not measured</span>: RuntimeError: no runtime' in row
 
 
+def test_the_bench_times_the_runners_verify_ran_without_loading_them_again(exported):
+    _, report, _ = exported
+    for art in report["artifacts"]:  # the gated-out file too: timed on the runner verify ran, after its move
+        lat = art["latency_ms"]
+        assert (lat["warm_from"], lat["warmup"]) == ("verify", 0) and 0 < lat["min"] <= lat["median"], art["file"]
+
+
 def test_exported_latency_row_carries_the_bench_figures(exported):
     from markupsafe import escape
 

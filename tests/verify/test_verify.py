@@ -511,3 +511,22 @@ def test_fp16_pte_export_is_gated_on_fp16_arithmetic(tmp_path, monkeypatch):
     else:
         assert "emulated" not in art["fp16_arithmetic"]
     assert (rc == 0) == (art["status"] == "shipped")
+
+
+@pytest.mark.parametrize("case", ["export", "in place", "bench skipped", "arm64", "web", "shapes"])
+def test_verify_leaves_a_file_runner_for_the_bench_only_where_the_bench_runs_and_nothing_loads_beside_it(
+        tiny_built, tmp_path, case):
+    from depthport.verify.stage import keep_warm
+
+    options = StageOptions(skip={"bench"} if case == "bench skipped" else (), fp16_arm64=case == "arm64")
+    ctx = ExportContext(tiny_built, tmp_path, "da2_tiny", options=options, in_place=case == "in place")
+    art = {"file": "a.tflite", "target": "litert-fp32"}
+    other = {"file": "b", "target": "web", **({"web": {"runtime": "litert.js"}} if case == "web" else {}),
+             **({"verify_shapes": [[56, 56]]} if case == "shapes" else {})}
+    keep = keep_warm(ctx, {"artifacts": [art, other]}, art)
+    if case != "export":
+        assert keep is None and ctx.warm_runners == {}
+        return
+    runner = object()
+    keep(runner, 12.5)
+    assert ctx.warm_runners == {"litert-fp32": (runner, 12.5)}

@@ -1,5 +1,8 @@
 """bench: a short interleaved latency run of every artifact on the CPU, with the roofline figures.
 
+A file verify has run is timed on verify's runner (``ExportContext.warm_runners``): warm, not loaded again (for a
+Large model at its default shape, a load and a warm-up call are 30-40 s on 2 cores).
+
 Beside each latency: GMAC counted from the file's graph, GMAC/s and % of this machine's FP32 GEMM peak, measured
 by the small GEMM probe (``bench.probe.SMALL``: 4 FULLY_CONNECTED 384<->1536 on 1814 tokens, FP32 only, to keep
 the export fast; ``depthport bench`` runs the full 16-layer chain and the INT8 chains) timed in the same rounds.
@@ -28,13 +31,16 @@ def apply(ctx, report: dict) -> None:
         if art.get("web"):  # a browser page: its time per inference is measured in Chromium (verify.browser)
             art["latency_ms"] = {"error": "a web folder: timed in the browser (see the browser section)"}
             continue
-        try:
-            runner = load_runner(ctx.out_dir / art["file"], threads=threads)
-        except (InputError, ModuleNotFoundError, RuntimeError) as exc:
-            art["latency_ms"] = {"error": error_text(exc)}
-            continue
-        entries.append(runner_entry(art["file"], runner))
+        runner, warm_ms = ctx.warm_runners.pop(art["target"], (None, None))
+        if runner is None:
+            try:
+                runner = load_runner(ctx.out_dir / art["file"], threads=threads)
+            except (InputError, ModuleNotFoundError, RuntimeError) as exc:
+                art["latency_ms"] = {"error": error_text(exc)}
+                continue
+        entries.append(runner_entry(art["file"], runner, warm_ms))
         timed.append(art)
+    ctx.warm_runners.clear()
     if not entries:
         return
     n_files, probe_note = len(entries), _add_probe(ctx, entries, threads)
@@ -48,6 +54,7 @@ def apply(ctx, report: dict) -> None:
         figures = roofline.figures(roofline.entry_macs(entry, cache), rec["median"], probe)
         art["latency_ms"] = {"runtime": rec["runtime"], "threads": threads, "median": rec["median"],
                              "min": rec["min"], "max": rec["max"], "rounds": ROUNDS, "iters": iters,
+                             "warmup": rec["warmup"], **({"warm_from": "verify"} if rec.get("warm") else {}),
                              "cpu": describe(machine), **figures}
     if probe:
         probe["note"] = ("short probe for the export: the FP32 chain only, 4 layers instead of 16; `depthport bench` "

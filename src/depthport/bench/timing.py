@@ -1,6 +1,7 @@
 """Interleaved latency of several runners, and peak memory of one file measured in a fresh child process.
 
-Method: every runner gets ``warmup`` untimed calls first; then, round by round, each runner in turn makes
+Method: every runner gets ``warmup`` untimed calls first (a runner that has run already, as verify's runners in
+an export have, is warm and gets none); then, round by round, each runner in turn makes
 ``iters`` timed calls. A timed call is the runner's ``run(x)``: a synchronous invocation plus reading the
 output into a numpy array. Median, min and max are over all timed calls (rounds x iters). On a shared machine
 the paired ratio (same round) and the CPU time are steadier than the wall-clock medians.
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-METHOD = ("interleaved rounds; each runner warmed up first, then per round each runner makes its timed calls in "
+METHOD = ("interleaved rounds; each runner warmed up first (one that verify ran already is warm), then per round each runner makes its timed calls in "
           "turn; a timed call = synchronous run + output read into numpy; median/min/max of wall time over all "
           "timed calls; cpu_median = process CPU time (all threads) per call")
 MEMORY_METHOD = ("peak RSS (Linux VmHWM) of a fresh child process: delta from after importing the runtime to after "
@@ -30,6 +31,7 @@ class Entry:
     runner: object
     x: np.ndarray
     extra: tuple = ()  # the inputs after the image (a prompted model's prompt)
+    warm_ms: float | None = None  # the runner ran already (one call took this long): no warm-up calls
 
 
 def sample_input(shape, seed: int = 0) -> np.ndarray:
@@ -42,9 +44,9 @@ def sample_inputs(runner, seed: int = 0) -> tuple[np.ndarray, tuple]:
     return sample_input(runner.input_shape, seed), extra
 
 
-def runner_entry(label: str, runner) -> Entry:
-    """An Entry timing ``runner`` on random inputs of its shapes."""
-    return Entry(label, runner, *sample_inputs(runner))
+def runner_entry(label: str, runner, warm_ms: float | None = None) -> Entry:
+    """An Entry timing ``runner`` on random inputs of its shapes; ``warm_ms``: it ran already, a call that long."""
+    return Entry(label, runner, *sample_inputs(runner), warm_ms=warm_ms)
 
 
 def paired_ratio(rec: dict, base: dict) -> float:
@@ -58,13 +60,17 @@ def time_interleaved(entries: list[Entry], rounds: int = 6, warmup: int = 1, ite
     median (all threads; less sensitive to other load on the machine), per-round medians, and ratios to the
     first entry: of median, min and max, and ``paired`` = the median over rounds of the same-round ratio.
     With ``slow_ms``, a warm-up call slower than that makes every round one call per entry instead of ``iters``
-    (the record's ``iters`` says which)."""
+    (the record's ``iters`` says which). An entry with ``warm_ms`` gets no warm-up calls (its record's ``warmup``:
+    0, ``warm``: True); its call time counts as a warm-up's for ``slow_ms``."""
     if not entries:
         raise ValueError("nothing to time")
     if rounds < 1 or iters < 1 or warmup < 0:
         raise ValueError("rounds and iters must be >= 1, warmup >= 0")
     slowest = 0.0
     for e in entries:
+        if e.warm_ms is not None:
+            slowest = max(slowest, e.warm_ms)
+            continue
         for _ in range(warmup):
             t0 = time.perf_counter()
             np.asarray(e.runner.run(e.x, *e.extra))
@@ -88,7 +94,8 @@ def time_interleaved(entries: list[Entry], rounds: int = 6, warmup: int = 1, ite
         records.append({
             "label": e.label, "runtime": getattr(e.runner, "runtime", "?"), "median": float(np.median(wall[i])),
             "min": float(wall[i].min()), "max": float(wall[i].max()), "cpu_median": float(np.median(cpu[i])),
-            "round_medians": [float(v) for v in per_round[i]], "rounds": rounds, "iters": iters, "warmup": warmup,
+            "round_medians": [float(v) for v in per_round[i]], "rounds": rounds, "iters": iters,
+            "warmup": warmup if e.warm_ms is None else 0, **({"warm": True} if e.warm_ms is not None else {}),
         })
     first = records[0]
     for i, rec in enumerate(records):

@@ -59,6 +59,9 @@ class ExportContext:
     # depthport's model's own FP32 outputs by image, from the FP16-compute prediction's FP32 runs: verify's eager ones
     eager_outputs: dict = field(default_factory=dict)
     figures: dict | None = None  # what report.html draws (verify fills it)
+    # each file's runtime as verify loaded and ran it, by target, with the time of one call (ms): the bench times it
+    # warm, without loading it again (``verify.stage.keep_warm``); empty outside an export that benches
+    warm_runners: dict[str, tuple] = field(default_factory=dict)
     progress: object = None  # a depthport.cli.progress reporter, or None
     # the user's own files (`depthport verify`): each artifact's ``file`` is its path, judged where it is, never moved
     in_place: bool = False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from pathlib import Path
 
 import numpy as np
@@ -131,11 +132,16 @@ def _space_units(refs: References, space: str | None) -> tuple[str, dict | None]
 
 
 def verify_file(path: Path, refs: References, threads: int, normalized: bool = True,
-                space: str | None = None, precision: str | None = None, on_image=None) -> tuple[dict, dict, dict]:
-    """(parity record, accuracy, {image: depth}) of one exported file; ``on_image(done)`` after each image."""
+                space: str | None = None, precision: str | None = None, on_image=None,
+                keep=None) -> tuple[dict, dict, dict]:
+    """(parity record, accuracy, {image: depth}) of one exported file; ``on_image(done)`` after each image;
+    ``keep(runner, ms)`` receives the file's runner, warm, and the time of one of its calls."""
     runner = load_runner(path, threads=threads)
     check_shapes(runner, refs.input_hw, Path(path).name)
+    t0 = time.perf_counter()
     outputs = run_file(runner, refs, Path(path).name, normalized, on_image)
+    if keep is not None:
+        keep(runner, (time.perf_counter() - t0) * 1e3 / max(1, len(outputs)))
     record = parity_record(outputs, refs, refs.label, "depthport eager model, same rewrites")
     record["runtime"] = runner.runtime
     if precision == "fp16":
@@ -329,7 +335,8 @@ def verify_artifacts(ctx, report: dict, refs: References, normalized: bool, thre
         try:
             art["parity"], art["accuracy"], outputs = verify_file(
                 ctx.out_dir / art["file"], refs, threads, normalized, space, art.get("precision"),
-                on_image=lambda j: ctx.detail(f"{what}: images {j}/{k}", (i - 1) * k + j, n * k))
+                on_image=lambda j: ctx.detail(f"{what}: images {j}/{k}", (i - 1) * k + j, n * k),
+                keep=keep_warm(ctx, report, art))
         except (InputError, ModuleNotFoundError, RuntimeError, OSError, ValueError) as exc:
             art["parity"] = {"error": f"verification failed: {error_text(exc)}", "cause": ERROR}
             continue
@@ -337,3 +344,14 @@ def verify_artifacts(ctx, report: dict, refs: References, normalized: bool, thre
     fp16_emulated.apply(ctx, report, refs, normalized)
     web_folder.apply(ctx, report, refs, figures)
     shapes.apply(ctx, report, refs, thresholds)
+
+
+def keep_warm(ctx, report: dict, art: dict):
+    """Where verify leaves ``art``'s runner for the bench stage (``ExportContext.warm_runners``), or None: only in an
+    export that benches, and not when verify's later steps load more (the emulated ARM CPU, a browser, references at
+    other shapes) beside the files' runtimes."""
+    if ctx.in_place or ctx.options.skips("bench") or ctx.options.fp16_arm64:
+        return None
+    if any(a.get("web") or a.get("verify_shapes") for a in report["artifacts"]):
+        return None
+    return lambda runner, ms: ctx.warm_runners.__setitem__(art["target"], (runner, ms))
