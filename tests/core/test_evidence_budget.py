@@ -18,8 +18,8 @@ from depthport.core.evidence_budget import BUDGET, LEDGER_BUDGET, PARITY_BUDGET,
     (24.8e6, (518, 686), 6, 6),  # da2-small: every image
     (97.5e6, (518, 686), 6, 6),  # da2-base: every image
     (335.3e6, (518, 686), 2, 6),  # da2-large
-    (334.1e6, (896, 504), 1, 5),  # da3-metric-large
-    (340.0e6, (756, 1008), 1, 3),  # prompt-da-large
+    (334.1e6, (896, 504), 1, 4),  # da3-metric-large
+    (340.0e6, (756, 1008), 1, 2),  # prompt-da-large
 ])
 def test_the_budget_keeps_every_image_up_to_base_models_and_fewer_for_large_ones(params, hw, want, parity):
     budget = evidence_budget(params, hw, 6)
