@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 METHOD = ("interleaved rounds; each runner warmed up first (one that verify ran already is warm), then per round "
-          "each runner makes its timed calls in turn; a timed call = synchronous run + output read into numpy; median/min/max of wall time over all "
-          "timed calls; cpu_median = process CPU time (all threads) per call")
+          "each runner makes its timed calls in turn; a timed call = synchronous run + output read into numpy; "
+          "median/min/max of wall time over all timed calls; cpu_median = process CPU time (all threads) per call")
 MEMORY_METHOD = ("peak RSS (Linux VmHWM) of a fresh child process: delta from after importing the runtime to after "
                  "loading the file and running it twice; native allocations and touched file pages included")
 

@@ -32,8 +32,8 @@ BUDGET = 1.5e12
 # its float64 reference took 52 s an image and its FP16 prediction 111 s.
 LEDGER_BUDGET = 2 * BUDGET
 # Parity's passes cost a third of a float64 image each (and the file's, as much again): every image up to 2.5 times
-# the budget. On 2 cores of an AMD Zen 3, prompt-da-large at 756x1008 (1.3e12 an image) took 28-44 s an image for the
-# upstream FP32 reference and 26-30 s for its .tflite: with 3 images its export took 17.1 minutes, so it gets 2.
+# the budget. On 2 cores of an AMD Zen 3, prompt-da-large at 756x1008 (1.3e12 an image) took 28 s an image for the
+# upstream FP32 reference and 29 s for its .tflite, and with 3 images its export took 17.1 minutes: it gets 2.
 PARITY_BUDGET = 2.5 * BUDGET
 MIN_PARITY = 2
 PATCH = 14
