@@ -234,6 +234,56 @@ def rel(a, b) -> float:
     return float((a - b).norm() / b.norm())
 
 
+def _gpu_blocks(parts64) -> torch.Tensor:
+    """The GPU's accumulation from its blocks' exact sums: each block's sum in float32, the running sum in float16."""
+    from depthport.fp16.kernels import round_fp16
+
+    acc = None
+    for part in parts64:
+        acc = round_fp16(part.float()) if acc is None else round_fp16(acc + part.float())
+    return acc
+
+
+def _same_to_the_last_fp16_bit(got: torch.Tensor, want: torch.Tensor) -> None:
+    """Equal on nearly every element; elsewhere one float16 rounding apart (a block's float32 sum in another order)."""
+    assert got.shape == want.shape
+    assert (got == want).float().mean() >= 0.99
+    assert float((got - want).abs().max()) <= 2.0 ** -9 * float(want.abs().max())
+
+
+@pytest.mark.parametrize("tile_bytes", [1, 700, 1 << 30])
+def test_gpu_blocked_products_are_their_blocks_summed_in_fp32_whatever_the_tiles(tile_bytes):
+    """The GPU-precision kernels, tile by tile of the output (one row per tile, a few rows, all at once), give the
+    blocked sums of a float64 reference: blocks of 32 products (3 input channels of a 3x3 kernel) rounded to float32,
+    the running sum to float16; and every tiling gives the untiled result."""
+    from depthport.fp16.kernels import conv2d_blocked, linear_blocked, matmul_blocked, round_fp16
+    from depthport.models.layers import slices
+
+    g = torch.Generator().manual_seed(3)
+
+    def rand(*shape, scale=1.0):
+        return round_fp16(torch.randn(*shape, generator=g) * scale)
+
+    x, w, b = rand(2, 9, 100), rand(24, 100, scale=0.3), rand(24)
+    got = linear_blocked(32, x, w, b, tile_bytes=tile_bytes)
+    want = round_fp16(_gpu_blocks(x.double()[..., s] @ w.double()[:, s].T for s in slices(100, 32)) + b)
+    _same_to_the_last_fp16_bit(got, want)
+    _same_to_the_last_fp16_bit(got, linear_blocked(32, x, w, b))
+    a, m = rand(3, 11, 70), rand(3, 70, 13, scale=0.3)
+    got = matmul_blocked(32, a, m, tile_bytes=tile_bytes)
+    _same_to_the_last_fp16_bit(got, _gpu_blocks(a.double()[..., s] @ m.double()[..., s, :] for s in slices(70, 32)))
+    _same_to_the_last_fp16_bit(got, matmul_blocked(32, a, m))
+    for cin, cout, kernel, stride, padding, dilation in [(8, 16, (3, 3), 1, 1, 1), (16, 8, (3, 3), 2, 1, 1),
+                                                         (16, 16, (3, 3), 1, 2, 2), (12, 5, (1, 1), 1, 0, 1),
+                                                         (6, 6, (3, 1), (2, 1), (1, 0), 1)]:
+        x, w, b = rand(2, cin, 13, 17), rand(cout, cin, *kernel, scale=0.3), rand(cout)
+        got = conv2d_blocked(32, x, w, b, stride, padding, dilation, tile_bytes=tile_bytes, column_bytes=tile_bytes)
+        step = max(1, 32 // (kernel[0] * kernel[1]))
+        parts = (torch.nn.functional.conv2d(x.double()[:, s], w.double()[:, s], None, stride, padding, dilation)
+                 for s in slices(cin, step))
+        _same_to_the_last_fp16_bit(got, round_fp16(_gpu_blocks(parts) + b[None, :, None, None]))
+
+
 def test_accumulation_modes_order_by_how_much_they_round():
     """A long reduction: FP32 accumulation < GPU blocks summed in FP32 < XNNPACK's one FP16 FMA per product."""
     torch.manual_seed(0)

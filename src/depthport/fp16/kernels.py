@@ -13,6 +13,8 @@ Inputs are float32 tensors holding float16 values; outputs are float32 tensors h
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -54,18 +56,87 @@ def _accumulate_fp16(parts) -> torch.Tensor:
     return acc
 
 
-def linear_blocked(block: int, x, w, b=None):
-    out = _accumulate_fp16(F.linear(x[..., s], w[:, s]) for s in slices(x.shape[-1], block))
+# Output bytes of one tile of a blocked product: its rows run through every block while their running sum stays in
+# cache, where untiled each block's partial sum is a fresh tensor the size of the whole output. prompt-da-large at
+# 756x1008 on a Zen 4 (2 threads): a fusion block's 3x3 conv 4.5 s -> 1.5 s, an MLP's first linear 1.2 s -> 0.65 s,
+# a simulated FP16 run 172-179 s -> 131-136 s.
+TILE_BYTES = 4 << 20
+# A convolution's unfolded input per tile (the im2col form), in bytes.
+COLUMN_BYTES = 16 << 20
+
+
+def _row_tiles(rows: int, row_bytes: int, tile_bytes: int) -> list[slice]:
+    return slices(rows, max(1, tile_bytes // max(1, row_bytes)))
+
+
+def linear_blocked(block: int, x, w, b=None, tile_bytes: int = TILE_BYTES):
+    """x @ wᵀ (+ b): the reduction in blocks of ``block`` summed in float32, the running sum in float16; computed
+    tile by tile of x's rows (the same sums)."""
+    k, n = x.shape[-1], w.shape[0]
+    tiles = _row_tiles(x[..., :1].numel(), n * x.element_size(), tile_bytes)
+    if len(tiles) == 1:
+        out = _accumulate_fp16(F.linear(x[..., s], w[:, s]) for s in slices(k, block))
+    else:
+        rows = x.reshape(-1, k)
+        blocks = [(s, w[:, s].contiguous()) for s in slices(k, block)]
+        out = torch.empty(rows.shape[0], n, dtype=x.dtype)
+        for r in tiles:
+            out[r] = _accumulate_fp16(F.linear(rows[r, s], ws) for s, ws in blocks)
+        out = out.reshape(*x.shape[:-1], n)
     return out if b is None else round_fp16(out + b)
 
 
-def matmul_blocked(block: int, a, b):
+def matmul_blocked(block: int, a, b, tile_bytes: int = TILE_BYTES):
+    """a @ b as ``linear_blocked`` computes it, tile by tile of a's rows."""
     if a.dim() < 2 or b.dim() < 2:
         return torch.matmul(a, b)
-    return _accumulate_fp16(torch.matmul(a[..., s], b[..., s, :]) for s in slices(a.shape[-1], block))
+    k = a.shape[-1]
+    shape = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+    tiles = _row_tiles(a.shape[-2], math.prod(shape[:-2]) * shape[-1] * a.element_size(), tile_bytes)
+    if len(tiles) == 1:
+        return _accumulate_fp16(torch.matmul(a[..., s], b[..., s, :]) for s in slices(k, block))
+    # a transposed b (keys in Q·Kᵀ) is copied to rows once, not once per tile
+    blocks = [(s, b[..., s, :] if b.stride(-1) == 1 else b[..., s, :].contiguous()) for s in slices(k, block)]
+    out = torch.empty(shape, dtype=torch.result_type(a, b))
+    for r in tiles:
+        out[..., r, :] = _accumulate_fp16(torch.matmul(a[..., r, s], bs) for s, bs in blocks)
+    return out
 
 
-def conv2d_blocked(block: int, x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+def conv2d_blocked(block: int, x, w, b=None, stride=1, padding=0, dilation=1, groups=1,
+                   tile_bytes: int = TILE_BYTES, column_bytes: int = COLUMN_BYTES):
+    """A convolution (groups=1) whose reduction is cut into blocks of whole input channels, ``block`` products at
+    most (3 channels of a 3x3 kernel), each summed in float32, the running sum in float16. Computed band by band of
+    output rows: as a convolution per block of channels, or where the output has as many channels as the input
+    (the fusion blocks' 3x3 convs), as blocked products of the band's unfolded input (faster there; a block's
+    float32 sum may differ in its last bit)."""
+    if groups != 1 or isinstance(padding, str):
+        return _conv2d_whole(block, x, w, b, stride, padding, dilation, groups)
+    cout, cin, kh, kw = w.shape
+    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+    xp = F.pad(x, (pw, pw, ph, ph))
+    ho = (xp.shape[2] - dh * (kh - 1) - 1) // sh + 1
+    wo = (xp.shape[3] - dw * (kw - 1) - 1) // sw + 1
+    out = torch.empty(x.shape[0], cout, ho, wo, dtype=x.dtype)
+    step = max(1, block // (kh * kw))
+    unfold = cout >= cin
+    row_bytes = x.shape[0] * (cin * kh * kw if unfold else cout) * wo * out.element_size()
+    for r in _row_tiles(ho, row_bytes, column_bytes if unfold else tile_bytes):
+        band = xp[:, :, r.start * sh: (r.stop - 1) * sh + dh * (kh - 1) + 1]
+        if unfold:
+            cols = F.unfold(band, (kh, kw), dilation=(dh, dw), stride=(sh, sw)).transpose(1, 2)
+            weights = w.reshape(cout, -1)
+            part = _accumulate_fp16(F.linear(cols[..., s], weights[:, s])
+                                    for s in slices(cols.shape[-1], step * kh * kw))
+            out[:, :, r] = part.transpose(1, 2).reshape(x.shape[0], cout, r.stop - r.start, wo)
+        else:
+            out[:, :, r] = _accumulate_fp16(F.conv2d(band[:, s], w[:, s], None, (sh, sw), 0, (dh, dw))
+                                            for s in slices(cin, step))
+    return out if b is None else round_fp16(out + b[None, :, None, None])
+
+
+def _conv2d_whole(block: int, x, w, b, stride, padding, dilation, groups):
+    """``conv2d_blocked`` untiled: grouped convolutions (one FP32 convolution) and string paddings."""
     if groups != 1:
         return F.conv2d(x, w, b, stride, padding, dilation, groups)
     step = max(1, block // (w.shape[2] * w.shape[3]))
