@@ -121,11 +121,11 @@ def conv2d_blocked(block: int, x, w, b=None, stride=1, padding=0, dilation=1, gr
     step = max(1, block // (kh * kw))
     unfold = cout >= cin
     row_bytes = x.shape[0] * (cin * kh * kw if unfold else cout) * wo * out.element_size()
+    weights = w.reshape(cout, -1)
     for r in _row_tiles(ho, row_bytes, column_bytes if unfold else tile_bytes):
         band = xp[:, :, r.start * sh: (r.stop - 1) * sh + dh * (kh - 1) + 1]
         if unfold:
             cols = F.unfold(band, (kh, kw), dilation=(dh, dw), stride=(sh, sw)).transpose(1, 2)
-            weights = w.reshape(cout, -1)
             part = _accumulate_fp16(F.linear(cols[..., s], weights[:, s])
                                     for s in slices(cols.shape[-1], step * kh * kw))
             out[:, :, r] = part.transpose(1, 2).reshape(x.shape[0], cout, r.stop - r.start, wo)
