@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from ..models.layers import slices
+from ..runtimes.conv_bands import output_hw, row_bands
 
 # FP16 lanes of one vector register in XNNPACK's f16 softmax sum (AVX-512 FP16: 32; NEON: 8, in 4 accumulators).
 XNNPACK_LANES = 32
@@ -107,23 +108,20 @@ def conv2d_blocked(block: int, x, w, b=None, stride=1, padding=0, dilation=1, gr
                    tile_bytes: int = TILE_BYTES, column_bytes: int = COLUMN_BYTES):
     """A convolution (groups=1) whose reduction is cut into blocks of whole input channels, ``block`` products at
     most (3 channels of a 3x3 kernel), each summed in float32, the running sum in float16. Computed band by band of
-    output rows: as a convolution per block of channels, or where the output has as many channels as the input
-    (the fusion blocks' 3x3 convs), as blocked products of the band's unfolded input (faster there; a block's
-    float32 sum may differ in its last bit)."""
+    output rows (``runtimes.conv_bands.row_bands``): as a convolution per block of channels, or where the output has
+    at least as many channels as the input (the fusion blocks' 3x3 convs), as blocked products of the band's unfolded
+    input (faster there; a block's float32 sum may differ in its last bit)."""
     if groups != 1 or isinstance(padding, str):
         return _conv2d_whole(block, x, w, b, stride, padding, dilation, groups)
     cout, cin, kh, kw = w.shape
-    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
-    xp = F.pad(x, (pw, pw, ph, ph))
-    ho = (xp.shape[2] - dh * (kh - 1) - 1) // sh + 1
-    wo = (xp.shape[3] - dw * (kw - 1) - 1) // sw + 1
+    (sh, sw), (dh, dw) = _pair(stride), _pair(dilation)
+    ho, wo = output_hw(x, w, stride, padding, dilation)
     out = torch.empty(x.shape[0], cout, ho, wo, dtype=x.dtype)
     step = max(1, block // (kh * kw))
     unfold = cout >= cin
     row_bytes = x.shape[0] * (cin * kh * kw if unfold else cout) * wo * out.element_size()
-    weights = w.reshape(cout, -1)
-    for r in _row_tiles(ho, row_bytes, column_bytes if unfold else tile_bytes):
-        band = xp[:, :, r.start * sh: (r.stop - 1) * sh + dh * (kh - 1) + 1]
+    weights, rows = w.reshape(cout, -1), max(1, (column_bytes if unfold else tile_bytes) // row_bytes)
+    for r, band in row_bands(x, w, stride, padding, dilation, rows):
         if unfold:
             cols = F.unfold(band, (kh, kw), dilation=(dh, dw), stride=(sh, sw)).transpose(1, 2)
             part = _accumulate_fp16(F.linear(cols[..., s], weights[:, s])

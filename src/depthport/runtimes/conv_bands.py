@@ -30,10 +30,8 @@ def band_rows(x: torch.Tensor, weight: torch.Tensor, stride=1, padding=0, dilati
     """Output rows per band for ``F.conv2d(x, weight, ...)`` to stay within ``band_bytes``; None: no need to split."""
     if isinstance(padding, str) or x.dim() != 4:
         return None
-    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
     kh, kw = weight.shape[-2:]
-    rows_out = (x.shape[-2] + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    cols_out = (x.shape[-1] + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    rows_out, cols_out = output_hw(x, weight, stride, padding, dilation)
     per_row = x.shape[0] * weight.shape[1] * kh * kw * max(cols_out, 1) * x.element_size()
     band = max(1, band_bytes // per_row)
     return band if band < rows_out else None
@@ -50,17 +48,30 @@ def conv2d_banded(x: torch.Tensor, weight: torch.Tensor, bias=None, stride=1, pa
 
 def _in_bands(x, weight, bias, stride, padding, dilation, groups, band: int) -> torch.Tensor:
     """``F.conv2d`` in bands of ``band`` output rows, each from its own input rows with the same zero padding."""
+    (sh, sw), (dh, dw) = _pair(stride), _pair(dilation)
+    return torch.cat([F.conv2d(rows, weight, bias, (sh, sw), 0, (dh, dw), groups)
+                      for _, rows in row_bands(x, weight, stride, padding, dilation, band)], dim=-2)
+
+
+def output_hw(x: torch.Tensor, weight: torch.Tensor, stride=1, padding=0, dilation=1) -> tuple[int, int]:
+    """The output rows and columns of ``F.conv2d(x, weight, ...)`` (numeric padding)."""
     (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+    kh, kw = weight.shape[-2:]
+    return ((x.shape[-2] + 2 * ph - dh * (kh - 1) - 1) // sh + 1,
+            (x.shape[-1] + 2 * pw - dw * (kw - 1) - 1) // sw + 1)
+
+
+def row_bands(x: torch.Tensor, weight: torch.Tensor, stride, padding, dilation, band: int):
+    """(output rows, input rows) for each band of ``band`` output rows of ``F.conv2d(x, weight, ...)``: the input
+    rows carry the band's share of the zero padding, so that convolving them with padding 0 gives those output rows."""
+    (sh, _), (ph, pw), (dh, _) = _pair(stride), _pair(padding), _pair(dilation)
     kh, height = weight.shape[-2], x.shape[-2]
-    rows_out = (height + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    parts = []
+    rows_out = output_hw(x, weight, stride, padding, dilation)[0]
     for r0 in range(0, rows_out, band):
         r1 = min(rows_out, r0 + band)
         top, end = r0 * sh - ph, (r1 - 1) * sh + dh * (kh - 1) + 1 - ph  # input rows [top, end) with padding
         rows = x[..., max(top, 0):min(end, height), :]
-        rows = F.pad(rows, (pw, pw, max(0, -top), max(0, end - height)))
-        parts.append(F.conv2d(rows, weight, bias, (sh, sw), 0, (dh, dw), groups))
-    return torch.cat(parts, dim=-2)
+        yield slice(r0, r1), F.pad(rows, (pw, pw, max(0, -top), max(0, end - height)))
 
 
 class BandedConv(TorchFunctionMode):
