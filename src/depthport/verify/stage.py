@@ -354,4 +354,8 @@ def keep_warm(ctx, report: dict, art: dict):
         return None
     if any(a.get("web") or a.get("verify_shapes") for a in report["artifacts"]):
         return None
-    return lambda runner, ms: ctx.warm_runners.__setitem__(art["target"], (runner, ms))
+
+    def keep(runner, ms: float) -> None:
+        ctx.warm_runners[art["target"]] = (runner, ms)
+
+    return keep
