@@ -1,83 +1,67 @@
 #!/usr/bin/env bash
-# The GPU-machine run of depthport, under 8 minutes on a machine with an NVIDIA GPU and 16 cores:
-#   1. installs what it needs from the package registries into $VENV (torch==2.13.0 first, then
-#      `pip install -e .` with constraints.txt, as the Makefile's venv target does);
-#   2. runs benchmarks/device_run.py: DA-V2-Small exported to LiteRT FP32/FP16/INT8 and the plain
-#      conversion; the LiteRT GPU accelerator on the real GPU (FP32 and FP16 files at FP32 and FP16 compute)
-#      against the CPU and depthport's FP16-compute prediction; the CPU benchmark at 1/2/4/8/16 threads
-#      (plain vs FP32 vs INT8, with the GEMM probe).
-# Everything is written under $OUT (default ./device-out): summary.json, summary.md, the logs, the files.
+# The GPU-machine run of depthport. The machine reaches no package registry, so benchmarks/device_prepare.py makes
+# everything here first (files, predictions, the LiteRT runtime for its Python, the Vulkan loader) in a git-ignored
+# folder that `run` carries; this script then, there:
+#   1. unpacks the carried ai-edge-litert into a private folder (PYTHONPATH) and the Vulkan loader (libvulkan1)
+#      when the system has none, and points Vulkan at the NVIDIA driver's ICD;
+#   2. runs benchmarks/device_run.py: every carried file on the LiteRT GPU accelerator at FP16 compute (and FP32 for
+#      the plain set) against the FP16-compute predictions and the CPU, then the CPU across thread counts.
+# Everything is written under $OUT (default ./device-out): summary.json, summary.md, device_run.log.
 #
-# Usage: bash benchmarks/device_run.sh [--small] [--no-install]
-#   --small       tiny config (da2-tiny 56x70), threads 1/2, GPU part only where there is a GPU
-#   --no-install  use $PYTHON (default: .venv/bin/python if present, else python3) as it is
-# Environment: OUT, VENV (default .venv-device), PYTHON, TORCH_INDEX_URL (default: PyTorch's CPU wheels; torch
-# only feeds the converters, LiteRT drives the GPU), BUDGET_S (whole run, default 470 s).
+# Usage: bash benchmarks/device_run.sh [IN] [device_run.py options]   (IN: default .device-in)
+# Environment: OUT, PYTHON (default python3), BUDGET_S (default 400), RUNTIME_DIR (the folder holding
+# litert.tar.xz and the .deb; default IN/common: one copy serves several IN folders in one call).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-small="" install=1
-for arg in "$@"; do
-    case "$arg" in
-        --small) small="--small" ;;
-        --no-install) install=0 ;;
-        *) echo "usage: $0 [--small] [--no-install]" >&2; exit 2 ;;
-    esac
-done
-
+IN="${1:-.device-in}"
+[ $# -gt 0 ] && shift
 OUT="${OUT:-./device-out}"
 export OUT
 mkdir -p "$OUT"
-start=$(date +%s)
-budget="${BUDGET_S:-470}"
 log="$OUT/device_run.log"
 : > "$log"
+start=$(date +%s)
+PYTHON="${PYTHON:-python3}"
+RUNTIME_DIR="${RUNTIME_DIR:-$IN/common}"
+[ -f "$RUNTIME_DIR/litert.tar.xz" ] || { echo "no $RUNTIME_DIR/litert.tar.xz: run benchmarks/device_prepare.py here" >&2
+                                        exit 2; }
 
-if [ "$install" = 1 ]; then
-    VENV="${VENV:-.venv-device}"
-    {
-        echo "== install into $VENV ($(date -u +%FT%TZ))"
-        python3 -m venv "$VENV"
-        "$VENV/bin/pip" install -q --upgrade pip
-        # torch first and exact (a range would pull a multi-GB CUDA build)
-        "$VENV/bin/pip" install -q torch==2.13.0 --index-url "${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}" \
-            || "$VENV/bin/pip" install -q torch==2.13.0
-        "$VENV/bin/pip" install -q -c constraints.txt -e .
-    } >>"$log" 2>&1 || { echo "install failed, see $log" >&2; tail -20 "$log" >&2; exit 1; }
-    PYTHON="$VENV/bin/python"
-else
-    PYTHON="${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}"
-fi
+site="$(mktemp -d /tmp/depthport-site.XXXXXX)"
+tar -xJf "$RUNTIME_DIR/litert.tar.xz" -C "$site"
+export PYTHONPATH="$site:$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 
-# The LiteRT GPU accelerator reaches the GPU through Vulkan: record what this machine offers, and where a piece
-# is missing add it: the Vulkan loader (Debian/Ubuntu package libvulkan1, as root), and the NVIDIA ICD manifest
-# when the driver's Vulkan library (libGLX_nvidia.so.0) is present without one (containers often lack it).
-if command -v nvidia-smi >/dev/null; then
-    {
-        echo "== GPU / Vulkan"
-        nvidia-smi -L || true
-        if ! ldconfig -p 2>/dev/null | grep -q "libvulkan.so.1" && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-            echo "installing the Vulkan loader (libvulkan1)"
-            timeout 120 sh -c "DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq --no-install-recommends libvulkan1" || true
+{
+    echo "== machine"
+    lscpu | grep -E "Model name|^CPU\(s\)|Flags" || true
+    command -v nvidia-smi >/dev/null && nvidia-smi -L || echo "no nvidia-smi"
+    echo "== Vulkan"
+    if command -v nvidia-smi >/dev/null && ! ldconfig -p 2>/dev/null | grep -q "libvulkan.so.1"; then
+        deb="$(ls "$RUNTIME_DIR"/libvulkan1_*.deb 2>/dev/null | tail -1 || true)"
+        if [ -n "$deb" ] && [ "$(id -u)" = 0 ]; then
+            dpkg -x "$deb" / && ldconfig && echo "unpacked $deb"
+        else
+            echo "no Vulkan loader and no carried libvulkan1 .deb (or not root)"
         fi
-        icds="$(ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json 2>/dev/null || true)"
-        if [ -z "${VK_ICD_FILENAMES:-}" ] && ! echo "$icds" | grep -qi nvidia && ldconfig -p 2>/dev/null | grep -q "libGLX_nvidia.so.0"; then
-            printf '{"file_format_version":"1.0.0","ICD":{"library_path":"libGLX_nvidia.so.0","api_version":"1.3"}}\n' \
-                >"$OUT/nvidia_icd.json"
-            export VK_ICD_FILENAMES="$(cd "$OUT" && pwd)/nvidia_icd.json"
-            echo "wrote $VK_ICD_FILENAMES"
-        fi
-        echo "Vulkan ICDs: ${icds:-none}; VK_ICD_FILENAMES=${VK_ICD_FILENAMES:-unset}"
-        ldconfig -p 2>/dev/null | grep -E "libvulkan.so.1|libGLX_nvidia|libnvidia-gl" || echo "no Vulkan loader / NVIDIA GL libs in ldconfig"
-    } >>"$log" 2>&1
-else
-    echo "== no nvidia-smi: CPU only" >>"$log"
-fi
+    fi
+    if [ -z "${VK_ICD_FILENAMES:-}" ]; then
+        for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json \
+                   /etc/vulkan/icd.d/nvidia_icd.json; do
+            [ -f "$icd" ] && { export VK_ICD_FILENAMES="$icd" VK_DRIVER_FILES="$icd"; break; }
+        done
+    fi
+    if [ -z "${VK_ICD_FILENAMES:-}" ] && ldconfig -p 2>/dev/null | grep -q "libGLX_nvidia.so.0"; then
+        printf '{"file_format_version":"1.0.0","ICD":{"library_path":"libGLX_nvidia.so.0","api_version":"1.3"}}\n' \
+            >"$OUT/nvidia_icd.json"
+        export VK_ICD_FILENAMES="$(cd "$OUT" && pwd)/nvidia_icd.json"
+        export VK_DRIVER_FILES="$VK_ICD_FILENAMES"
+    fi
+    echo "VK_ICD_FILENAMES=${VK_ICD_FILENAMES:-unset}"
+    [ -n "${VK_ICD_FILENAMES:-}" ] && cat "$VK_ICD_FILENAMES" || true
+    ldconfig -p 2>/dev/null | grep -E "libvulkan.so.1|libGLX_nvidia|libnvidia-gl" || echo "no Vulkan loader / NVIDIA GL libs"
+} >>"$log" 2>&1
 
-left=$(( budget - ($(date +%s) - start) ))
-echo "== device_run.py ($left s left)" >>"$log"
 status=0
-"$PYTHON" benchmarks/device_run.py --out "$OUT" $small --budget-s "$(( left > 60 ? left - 30 : 30 ))" \
-    2>>"$log" | tee "$OUT/summary.txt" || status=$?
+"$PYTHON" benchmarks/device_run.py --in "$IN" --out "$OUT" --budget-s "${BUDGET_S:-400}" "$@" 2>>"$log" || status=$?
 echo "== done in $(( $(date +%s) - start )) s, exit $status" | tee -a "$log"
 exit "$status"

@@ -171,84 +171,78 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 MEMO_SITE = str(Path(__file__).resolve().parents[1] / "memo_site")  # Python children that put it first share the conversion memo
 
 
-def load_device_run():
+def load_benchmark(name: str):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("device_run", BENCHMARKS / "device_run.py")
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def test_device_run_script_small_mode(tmp_path):
-    """benchmarks/device_run.sh --small with this venv: tiny files, CPU at 1 and 2 threads with the probe; the
-    GPU part runs only where nvidia-smi finds a GPU."""
-    out = tmp_path / "out"
-    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable,
-           "PYTHONPATH": os.pathsep.join(p for p in (MEMO_SITE, os.environ.get("PYTHONPATH")) if p)}
-    proc = subprocess.run(["bash", str(BENCHMARKS / "device_run.sh"), "--small", "--no-install"], env=env,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
-    assert {k: v["status"] for k, v in summary["steps"].items() if k != "gpu"} == {
-        "environment": "ok", "files": "ok", "cpu": "ok"}
-    assert summary["environment"]["machine"]["isa"] and summary["exit_codes"] == {"export": 0, "plain": 0}
-    if not summary["environment"]["gpu_present"]:
-        assert summary["steps"]["gpu"]["status"].startswith("skipped")
-    assert all(summary["files"][k] for k in ("plain", "fp32", "int8"))
-    assert [t["threads"] for t in summary["cpu"]] == [1, 2]
-    for t in summary["cpu"]:
-        assert [f["label"] for f in t["files"]] == ["plain", "fp32", "int8"]
-        for f in t["files"]:
-            assert f["gmac"] > 0 and f["pct_of_peak"] == pytest.approx(
-                100 * f["gmac_per_s"] / t["probe"]["peak_gmac_per_s"])
-        assert set(t["probe"]["int8_gain"]) == {"int8_dynamic", "int8_static"}
-    table = (out / "summary.md").read_text()
-    assert "| 1 |" in table and "| 2 |" in table and "INT8 gain" in table
+def test_device_run_script_refuses_a_folder_without_the_prepared_runtime(tmp_path):
+    """The GPU machine reaches no registry: without device_prepare.py's folder the script says so and exits 2."""
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "PYTHON": sys.executable}
+    proc = subprocess.run(["bash", str(BENCHMARKS / "device_run.sh"), str(tmp_path / "missing")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "device_prepare.py" in proc.stderr
 
 
 @pytest.mark.gpu
-def test_device_run_gpu_step_on_swiftshader(tiny_tflite, tmp_path, monkeypatch):
-    """The device run's GPU step, here on SwiftShader: each precision runs fully on the LiteRT GPU accelerator in
-    its own child, and is compared with the CPU and with the FP16-compute prediction."""
+def test_device_prepare_then_run_on_swiftshader(tmp_path, monkeypatch):
+    """device_prepare.py's sets (plain and stress weights, da2-tiny) and device_run.py on them, the GPU on
+    SwiftShader: every carried file runs fully on the GPU accelerator beside its prediction, the CPU's forced
+    FP16 inference shows the stress weights' overflow, and a file altered on the way is refused."""
+    import skimage.data
     from helpers import vulkan_or_skip
+    from PIL import Image
 
-    for key, value in vulkan_or_skip().env().items():
-        monkeypatch.setenv(key, value)
-    device_run = load_device_run()
-    run = device_run.Run(tmp_path, 600, "small")
-    run.summary["fp16_compute"] = {"rel_l2": 1.5e-3}
-    rows = device_run.gpu_runs(run, {"fp32": tiny_tflite}, device_run.CONFIGS["small"])
-    assert [(r["file"], r["gpu_precision"]) for r in rows] == [("fp32", "fp32"), ("fp32", "fp16")]
-    for row in rows:
-        assert row["ok"], row.get("error")
-        assert row["median_ms"] > 0 and row["rel_l2_vs_cpu_same_file"] == row["rel_l2_vs_cpu_fp32_file"]
-    assert rows[0]["rel_l2_vs_cpu_same_file"] < 1e-4 and rows[1]["rel_l2_vs_cpu_same_file"] < 1e-2
-    assert rows[1]["predicted_fp16_compute_rel_l2"] == 1.5e-3 and rows[0]["predicted_fp16_compute_rel_l2"] is None
-    assert all(r["finite"] for r in rows)
-    assert "| fp32 | fp16 |" in device_run.markdown(run.summary)
+    from depthport.core.machine import fp16_arithmetic
 
-
-@pytest.mark.gpu
-def test_device_run_fp16_study_on_swiftshader(tmp_path, monkeypatch):
-    """The FP16 study's files (FP16-safe, stress weights, both) are exported with their own predictions and each
-    runs on the GPU accelerator at FP16 precision beside its prediction."""
-    from helpers import vulkan_or_skip
-
-    for key, value in vulkan_or_skip().env().items():
-        monkeypatch.setenv(key, value)
-    # the export children share the conversion memo (test_cli's stress-weights exports make two of the same files)
+    vulkan_or_skip()
+    # the export children share the conversion memo (test_cli's stress-weights exports make the same files)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (MEMO_SITE, os.environ.get("PYTHONPATH")) if p))
-    device_run = load_device_run()
-    run = device_run.Run(tmp_path, 600, "small")
-    run.summary["files"] = {}
-    files = device_run.fp16_study_files(run, device_run.CONFIGS["small"])
-    assert set(files) == set(device_run.FP16_STUDY) and all(files.values())
-    predictions = run.summary["predictions"]
-    assert predictions["stress"]["overflow_ops"] and not predictions["stress_safe"]["overflow_ops"]
-    rows = device_run.gpu_runs(run, files, device_run.CONFIGS["small"])
-    assert [(r["file"], r["gpu_precision"]) for r in rows] == [(n, "fp16") for n in device_run.FP16_STUDY]
-    for row in rows:
-        assert row["ok"], row.get("error")
-        assert row["predicted_fp16_compute_rel_l2"] == predictions[row["file"]]["rel_l2"]
-    assert "| stress_safe | fp16 |" in device_run.markdown(run.summary)
+    prepare, device_run = load_benchmark("device_prepare"), load_benchmark("device_run")
+    inp, scratch, out = tmp_path / "in", tmp_path / "scratch", tmp_path / "out"
+    (scratch / "images").mkdir(parents=True)
+    Image.fromarray(skimage.data.chelsea()).save(scratch / "images" / "chelsea.png")
+    (inp / "common").mkdir(parents=True)
+    (inp / "common" / "machine.json").write_text(json.dumps({"model": "da2-tiny", "size": "56x70"}))
+    entries = {}
+    for name in ("plain", "stress"):
+        (inp / name).mkdir()
+        entries[name] = prepare.export_set(name, "da2-tiny", "56x70", scratch / "images", scratch, inp / name, True,
+                                           xnnpack=name == "plain")
+    assert entries["stress"]["prediction"]["overflow_ops"] and not entries["plain"]["prediction"]["overflow_ops"]
+    assert entries["plain"]["prediction_xnnpack"]["rel_l2"] > 0 and entries["stress"]["prediction_xnnpack"] is None
+    assert set(entries["plain"]["files"]) == {"fp32", "fp16"}
+    args = ["--in", str(inp), "--out", str(out), "--swiftshader", "--runs", "2", "--threads", "1,2", "--rounds", "2"]
+    monkeypatch.setattr(sys, "argv", ["device_run.py", *args])
+    assert device_run.main() == 0
+    summary = json.loads((out / "summary.json").read_text())
+    rows = summary["gpu"]
+    assert [(r["set"], r["storage"], r["gpu_precision"]) for r in rows] == [
+        ("plain", "fp32", "fp16"), ("plain", "fp32", "fp32"), ("plain", "fp16", "fp16"), ("plain", "fp16", "fp32"),
+        ("stress", "fp32", "fp16"), ("stress", "fp16", "fp16")]
+    for r in rows:
+        assert r["ok"] and r["finite"] and r["median_ms"] > 0, r
+        assert r["cpu_here_vs_prepared_rel_l2"] == 0.0  # the same CPU, the same file
+        # SwiftShader computes FP32 whatever the precision: the FP32 file matches its CPU run
+        assert r["vs_same_file_cpu"]["rel_l2"] < 1e-4
+    assert rows[0]["predicted_rel_l2"] == entries["plain"]["prediction"]["rel_l2"]
+    forced = {r["set"]: r["cpu_xnnpack_force_fp16"] for r in rows if r["storage"] == "fp32"}
+    assert forced["plain"]["predicted_xnnpack_rel_l2"] == entries["plain"]["prediction_xnnpack"]["rel_l2"]
+    assert forced["plain"]["mode"] == fp16_arithmetic()["mode"]
+    assert forced["plain"]["finite"] and forced["plain"]["vs_fp32_file_cpu"]["rel_l2"] < 1e-2
+    assert not forced["stress"]["finite"] or (
+        forced["stress"]["vs_fp32_file_cpu"]["rel_l2"] > 10 * forced["plain"]["vs_fp32_file_cpu"]["rel_l2"])
+    assert [c["threads"] for c in summary["cpu"]] == [1, 2] and all(c["median_ms"] > 0 for c in summary["cpu"])
+    assert "| stress | stress_fp16.tflite | fp16 | yes |" in (out / "summary.md").read_text()
+
+    stored = inp / "stress" / entries["stress"]["files"]["fp16"]["stored"]
+    data = bytearray(stored.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    stored.write_bytes(bytes(data))
+    assert device_run.main() == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert "SHA-256" in summary["steps"]["set stress"]["status"]
