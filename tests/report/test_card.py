@@ -8,6 +8,7 @@ import yaml
 from markdown_it import MarkdownIt
 
 from depthport.cli import main
+from depthport.core.report_model import load_report
 from depthport.report.card import render
 
 ASSET = Path(__file__).resolve().parents[2] / "src" / "depthport" / "assets" / "chelsea.jpg"
@@ -66,6 +67,7 @@ def test_card_without_report_is_a_clear_error(tmp_path, capsys):
 
 
 MACHINE = {"cpu": "Test CPU", "cores": 4, "threads": 2, "isa": {"avx2": True, "fma": False}}
+HEADER = {"model": "m", "input_shape": [1, 3, 28, 28]}  # what every report has (schema.validate)
 
 
 def _latency_cell_and_caption(latency: dict, bench: dict) -> tuple[str, str]:
@@ -166,16 +168,21 @@ def test_snippet_gpu_precision_needs_trained_weights_and_names_the_mode():
 
     verdict = {"pass": {"state": "pass", "reasons": []}, "fail": {"state": "fail", "reasons": ["rel L2 0.02"]}}
     prediction = {"images": ["a.png"], "headroom_by_op": [{"op": "linear", "max_abs": 780.0, "headroom": 84.0}]}
-    trained = {"random_weights": False, "verify": {"images": ["a.png"]}}
+    trained = {**HEADER, "random_weights": False, "verify": {"images": ["a.png"]}}
+
+    def gpu_precision_of(report: dict, art: dict) -> tuple[str, str]:
+        typed = load_report({**report, "artifacts": [{"file": "m.tflite", **art}]})
+        return gpu_precision(typed, typed.artifacts[0])
+
     art = {"checks": {"fp16_compute": verdict["pass"]}, "fp16_compute": prediction}
-    precision, why = gpu_precision(trained, art)
+    precision, why = gpu_precision_of(trained, art)
     assert precision == "FP16" and "84x (linear)" in why
-    assert gpu_precision({**trained, "random_weights": True}, art)[0] == "FP32"
+    assert gpu_precision_of({**trained, "random_weights": True}, art)[0] == "FP32"
     accum = {"rel_l2": 3e-3, "needs_enforce_f32": False}
     art = {"checks": {"fp16_compute": verdict["fail"]}, "fp16_compute": {**prediction, "fp16_with_fp32_accum": accum}}
-    assert gpu_precision(trained, art)[0] == "FP16_WITH_FP32_ACCUM"
+    assert gpu_precision_of(trained, art)[0] == "FP16_WITH_FP32_ACCUM"
     art["fp16_compute"]["fp16_with_fp32_accum"] = {**accum, "needs_enforce_f32": True}
-    precision, why = gpu_precision(trained, art)
+    precision, why = gpu_precision_of(trained, art)
     assert precision == "FP32" and "rel L2 0.02" in why
 
 
@@ -187,7 +194,7 @@ def test_card_states_fp16_headroom_and_fp16_arithmetic_evidence():
     art = {"file": "m.pte", "checks": {"fp16_arithmetic": {"state": "fail", "reasons": ["delta"], "required": True}},
            "fp16_arithmetic": {"arithmetic": False, "evidence": "predicted", "cpu": "AMD EPYC",
                                "prediction": prediction}}
-    report = {"random_weights": True, "artifacts": [art]}
+    report = load_report({**HEADER, "random_weights": True, "artifacts": [art]})
     [row] = fp16_arithmetic_rows(report)
     assert row["evidence"] == "predicted" and row["rel_l2"] == "1.200e-02" and row["delta"] == "0.9670"
     view = headroom_view(report)
@@ -264,8 +271,11 @@ def test_mobile_snippets_name_what_the_app_must_add(snippet_exports):
 def test_card_names_the_base_model_chain():
     from depthport.report.card import base_model_line
 
+    def line(**header) -> str:
+        return base_model_line(load_report({**HEADER, **header}))
+
     chain = ["xingyang1/Distill-Any-Depth-Small-hf", "depth-anything/Depth-Anything-V2-Small-hf"]
-    assert base_model_line({"base_model": chain[0], "base_model_chain": chain}) == (
+    assert line(base_model=chain[0], base_model_chain=chain) == (
         "xingyang1/Distill-Any-Depth-Small-hf, fine-tuned from depth-anything/Depth-Anything-V2-Small-hf")
-    assert base_model_line({"base_model": "a/b"}) == "a/b"
-    assert base_model_line({"base_model": None, "base_model_chain": []}) == "-"
+    assert line(base_model="a/b") == "a/b"
+    assert line(base_model=None, base_model_chain=[]) == "-"

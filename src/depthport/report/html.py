@@ -12,6 +12,7 @@ and the layout are in the template.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import io
 import json
@@ -23,7 +24,8 @@ from PIL import Image
 
 from ..atomic import write_bytes
 from ..core.formatting import fmt
-from ..core.schema import FAIL, NOT_MEASURED, PASS, Verdict
+from ..core.report_model import Bench, Latency, NotMeasured, Parity, Report, Scores, load_report
+from ..core.schema import FAIL, NOT_MEASURED, PASS, SHIPPED, Verdict
 from ..visualize import colorize
 from . import web
 from .card import TEMPLATES, machine_view, roofline_view
@@ -65,10 +67,6 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def _verdict(entry: dict | None) -> Verdict | None:
-    return Verdict.from_dict(entry) if entry else None
-
-
 def figures_view(figures: dict | None) -> dict | None:
     """The input, the depth maps on the reference's colour scale and the error maps, as data URIs."""
     if not figures:
@@ -90,102 +88,94 @@ def figures_view(figures: dict | None) -> dict | None:
     return view
 
 
-def parity_rows(report: dict, key: str | None) -> list[dict]:
+def parity_rows(report: Report, key: str | None) -> list[dict]:
     """One row per file: its parity figures (``key``: a sub-comparison) or why there are none, and its gate."""
     rows = []
-    for a in report.get("artifacts", []):
-        p = a.get("parity") or {}
+    for a in report.artifacts:
+        p = a.parity
         if key:
-            p = p.get(key) or {}
-        row = {"file": a["file"], "precision": a.get("precision", "-"),
-               "gate": _verdict((a.get("checks") or {}).get("parity"))}
-        if "pearson_worst" not in p:
-            rows.append({**row, "missing": p.get("error") or p.get("not_measured") or "not measured"})
+            p = getattr(p, key) if isinstance(p, Parity) else None
+        row = {"file": a.file, "precision": a.precision, "gate": a.verdict("parity")}
+        if not isinstance(p, Parity) or not p.measured:
+            rows.append({**row, "missing": p.reason if isinstance(p, NotMeasured) else "not measured"})
             continue
-        rows.append({**row, "missing": None, "images": fmt(p["images"]),
-                     "pearson_worst": fmt(p["pearson_worst"], ".7f"), "pearson_median": fmt(p["pearson_median"], ".7f"),
-                     "rel_l2_pooled": fmt(p["rel_l2_pooled"], ".3e"), "max_abs": fmt(p["max_abs"], ".3e"),
-                     "delta125_worst": fmt(p["delta125_worst"], ".5f"),
-                     "delta125_median": fmt(p["delta125_median"], ".5f")})
+        rows.append({**row, "missing": None, "images": fmt(p.images),
+                     "pearson_worst": fmt(p.pearson_worst, ".7f"), "pearson_median": fmt(p.pearson_median, ".7f"),
+                     "rel_l2_pooled": fmt(p.rel_l2_pooled, ".3e"), "max_abs": fmt(p.max_abs, ".3e"),
+                     "delta125_worst": fmt(p.delta125_worst, ".5f"), "delta125_median": fmt(p.delta125_median, ".5f")})
     return rows
 
 
-def parity_view(report: dict) -> dict | None:
-    ver = report.get("verify")
-    if not ver:
+def parity_view(report: Report) -> dict | None:
+    ver = report.verify
+    if ver is None:
         return None
-    arts = report.get("artifacts", [])
-    extra = {key: parity_rows(report, key) if any(key in (a.get("parity") or {}) for a in arts) else None
-             for key in ("vs_eager", "vs_reference_fp64")}
-    return {"reference": ver.get("reference"), "images": ", ".join(ver.get("images", [])),
-            "image_source": ver.get("image_source"), "preprocess": ver.get("preprocess"),
-            "delta125": ver.get("delta125"), "rows": parity_rows(report, None), **extra}
+    extra = {key: parity_rows(report, key)
+             if any(isinstance(a.parity, Parity) and getattr(a.parity, key) is not None for a in report.artifacts)
+             else None for key in ("vs_eager", "vs_reference_fp64")}
+    return {"reference": ver.reference, "images": ", ".join(ver.images), "image_source": ver.image_source,
+            "preprocess": ver.preprocess, "delta125": ver.delta125, "rows": parity_rows(report, None), **extra}
 
 
-def accuracy_view(report: dict) -> dict | None:
-    acc = report.get("accuracy")
-    if not acc:
+def accuracy_view(report: Report) -> dict | None:
+    acc = report.accuracy
+    if acc is None:
         return None
 
-    def scores(a: dict) -> dict:
-        return {"abs_rel": fmt(a["abs_rel"]), "delta1": fmt(a["delta1"]), "valid_pixels": fmt(a["valid_pixels"], "d")}
+    def scores(a: Scores) -> dict:
+        return {"abs_rel": fmt(a.abs_rel), "delta1": fmt(a.delta1), "valid_pixels": fmt(a.valid_pixels, "d")}
 
-    return {"meaningful": bool(acc.get("meaningful")), "note": acc.get("note"), "dataset": acc.get("dataset"),
-            "method": acc.get("method", ""), "reference": scores(acc["reference"]),
-            "baselines": [{"label": b["label"], **scores(b)} for b in (acc.get("baselines") or {}).values()],
-            "rows": [{"file": a["file"], **scores(a["accuracy"])} for a in report.get("artifacts", [])
-                     if a.get("accuracy")]}
-
-
-def files_rows(report: dict) -> list[dict]:
-    return [{"file": a["file"], "target": a["target"], "precision": a.get("precision", "-"),
-             "mb": fmt(a["bytes"] / 1e6, ".1f"), "ops": fmt(a.get("op_count")),
-             "max_rank": fmt(a.get("max_tensor_rank")),
-             "status": a.get("status", "unverified"),
-             "why": "" if a.get("status") == "shipped" else a.get("status_reason", "no check ran")}
-            for a in report.get("artifacts", [])]
+    return {"meaningful": acc.meaningful, "note": acc.note, "dataset": acc.dataset, "method": acc.method,
+            "reference": scores(acc.reference),
+            "baselines": [{"label": b.label, **scores(b)} for b in acc.baselines.values()],
+            "rows": [{"file": a.file, **scores(a.accuracy)} for a in report.artifacts if a.accuracy is not None]}
 
 
-def latency_view(report: dict) -> dict | None:
+def files_rows(report: Report) -> list[dict]:
+    return [{"file": a.file, "target": a.target, "precision": a.precision, "mb": fmt(a.bytes / 1e6, ".1f"),
+             "ops": fmt(a.op_count), "max_rank": fmt(a.max_tensor_rank), "status": a.status,
+             "why": "" if a.status == SHIPPED else a.status_reason or "no check ran"}
+            for a in report.artifacts]
+
+
+def latency_view(report: Report) -> dict | None:
     """Each timed file's latency with GMAC, GMAC/s and % of the GEMM peak; the machine and the peak."""
-    lat = [a for a in report.get("artifacts", []) if a.get("latency_ms")]
+    lat = [a for a in report.artifacts if a.latency_ms is not None]
     if not lat:
         return None
-    first = next((a["latency_ms"]["median"] for a in lat if "median" in a["latency_ms"]), None)
+    first = next((a.median_ms for a in lat if a.median_ms is not None), None)
     rows = []
     for a in lat:
-        m = a["latency_ms"]
-        if "median" not in m:
-            rows.append({"file": a["file"], "error": m.get("error", "-")})
+        m = a.latency_ms
+        if not isinstance(m, Latency) or m.median is None:
+            rows.append({"file": a.file, "error": m.reason if isinstance(m, NotMeasured) else "-"})
             continue
-        rows.append({"file": a["file"], "error": None, "runtime": m["runtime"], "threads": fmt(m["threads"], "d"),
-                     "median": fmt(m["median"], ".2f"), "min": fmt(m["min"], ".2f"), "max": fmt(m["max"], ".2f"),
-                     "x_first": fmt(m["median"] / first, ".3f"), **roofline_view(m)})
-    bench = report.get("bench") or {}
-    return {"method": bench.get("method", ""), "note": bench.get("note", ""), "machine": machine_view(report),
-            "rows": rows}
+        rows.append({"file": a.file, "error": None, "runtime": m.runtime, "threads": fmt(m.threads, "d"),
+                     "median": fmt(m.median, ".2f"), "min": fmt(m.min, ".2f"), "max": fmt(m.max, ".2f"),
+                     "x_first": fmt(m.median / first, ".3f"), **roofline_view(m)})
+    bench = report.bench or Bench()
+    return {"method": bench.method, "note": bench.note, "machine": machine_view(report), "rows": rows}
 
 
-def gpu_rows(report: dict) -> list[dict]:
+def gpu_rows(report: Report) -> list[dict]:
     rows = []
-    for a in report.get("artifacts", []):
-        if not a.get("gpu_check"):
+    for a in report.artifacts:
+        if not a.gpu_check:
             continue
-        v = a["gpu_check"].get("violations") or []
-        checks = a.get("checks") or {}
-        rows.append({"file": a["file"], "static": _verdict(checks.get("gpu_static")),
-                     "runtime": _verdict(checks.get("gpu_runtime")), "fp16": _verdict(checks.get("fp16_compute")),
-                     "violations": fmt(len(v), "d"),
+        v = a.gpu_check.violations
+        rows.append({"file": a.file, "static": a.verdict("gpu_static"), "runtime": a.verdict("gpu_runtime"),
+                     "fp16": a.verdict("fp16_compute"), "violations": fmt(len(v), "d"),
                      "first": "; ".join(_violation_text(x) for x in v[:5]) + (" ..." if len(v) > 5 else "")})
     return rows
 
 
-def fp64_rows(report: dict) -> list[dict]:
-    gate = fmt((report.get("gates") or {}).get("fp32", {}).get("fp64_error_ratio"))
-    return [{"file": a["file"], "vs_fp64": fmt(a["parity"]["vs_reference_fp64"]["rel_l2_pooled"], ".3e"),
-             "upstream_vs_fp64": fmt(a["parity"]["upstream_fp32_vs_fp64"], ".3e"),
-             "ratio": fmt(a["parity"]["fp64_error_ratio"], ".3f"), "gate": gate}
-            for a in report.get("artifacts", []) if (a.get("parity") or {}).get("fp64_error_ratio") is not None]
+def fp64_rows(report: Report) -> list[dict]:
+    gate = fmt(report.gates.fp32.fp64_error_ratio)
+    return [{"file": a.file, "vs_fp64": fmt(p.vs_reference_fp64.rel_l2_pooled, ".3e"),
+             "upstream_vs_fp64": fmt(p.upstream_fp32_vs_fp64, ".3e"), "ratio": fmt(p.fp64_error_ratio, ".3f"),
+             "gate": gate}
+            for a, p in ((a, a.parity) for a in report.artifacts)
+            if isinstance(p, Parity) and p.fp64_error_ratio is not None]
 
 
 def _violation_text(v) -> str:
@@ -200,21 +190,22 @@ def screenshot_uris(figures: dict | None) -> dict:
     return {k: "data:image/png;base64," + base64.b64encode(v).decode("ascii") for k, v in shots.items() if v}
 
 
-def context(report: dict, figures: dict | None = None) -> dict:
-    """Everything report.html.j2 reads."""
+def context(data: dict, figures: dict | None = None) -> dict:
+    """Everything report.html.j2 reads, from report.json's object."""
+    report = load_report(data)
+
     def pairs(d: dict | None) -> str | None:
         return ", ".join(f"{k} {v}" for k, v in d.items()) if d else None
 
-    return {"model": report.get("model", "?"), "random_weights": bool(report.get("random_weights")),
-            "weights": report.get("weights"), "input_shape": report.get("input_shape"),
-            "command": report.get("command"), "machine": pairs(report.get("machine")),
-            "versions": pairs(report.get("versions")), "figures": figures_view(figures),
+    return {"model": report.model, "random_weights": report.random_weights, "weights": report.weights,
+            "input_shape": list(report.input_shape), "command": report.command, "machine": pairs(dataclasses.asdict(report.machine)),
+            "versions": pairs(report.versions), "figures": figures_view(figures),
             "parity": parity_view(report), "accuracy": accuracy_view(report), "files": files_rows(report),
             "latency": latency_view(report), "gpu": gpu_rows(report), "fp64": fp64_rows(report),
-            "browser": web.browser_view(report, screenshot_uris(figures)), "shapes": web.shapes_view(report),
-            "not_shipped": [{"file": n["file"], "precision": n.get("precision"), "reasons": "; ".join(n["reasons"])}
-                            for n in report.get("not_shipped") or []],
-            "raw": json.dumps(report, indent=1, default=str)}
+            "browser": web.browser_view(data, screenshot_uris(figures)), "shapes": web.shapes_view(data),
+            "not_shipped": [{"file": n.file, "precision": n.precision, "reasons": "; ".join(n.reasons)}
+                            for n in report.not_shipped],
+            "raw": json.dumps(data, indent=1, default=str)}
 
 
 def render(report: dict, figures: dict | None = None) -> str:
