@@ -1,0 +1,34 @@
+"""core.report_model: report.json's typed view, built by one generic loader."""
+
+from __future__ import annotations
+
+import pytest
+
+from depthport.core.report_model import Latency, NotMeasured, Parity, load_report
+from depthport.core.schema import FAIL, UNVERIFIED, ReportError
+
+
+def test_loader_reads_sections_alternatives_and_defaults():
+    report = load_report({
+        "model": "m", "input_shape": [1, 3, 28, 28], "random_weights": True, "extra_key": 1, "bench": None,
+        "artifacts": [
+            {"file": "a.tflite", "target": "litert-fp32", "parity": {"pearson_worst": 0.99, "rel_l2_pooled": 1e-3,
+                                                                     "vs_reference_fp64": {"rel_l2_pooled": 2e-7}},
+             "latency_ms": {"median": 12.5, "threads": 2},
+             "checks": {"parity": {"state": FAIL, "reasons": ["too far"], "required": True}}},
+            {"file": "b.pte", "parity": {"not_measured": "skipped"}, "latency_ms": {"error": "no runtime"}}]})
+    a, b = report.artifacts
+    assert report.input_shape == (1, 3, 28, 28) and report.random_weights and report.bench is None
+    assert isinstance(a.parity, Parity) and a.measured_parity.rel_l2_pooled == 1e-3
+    assert a.parity.vs_reference_fp64.rel_l2_pooled == 2e-7 and a.median_ms == 12.5
+    assert isinstance(a.latency_ms, Latency) and a.latency_ms.rounds == "?"  # default of a missing field
+    assert a.verdict("parity").state == FAIL and a.verdict("gpu_static") is None and a.kind == "tflite"
+    assert b.parity == NotMeasured("skipped") and b.latency_ms == NotMeasured("no runtime")
+    assert b.measured_parity is None and b.median_ms is None and b.status == UNVERIFIED and b.checks == {}
+
+
+def test_loader_refuses_a_bad_verdict_and_a_missing_model():
+    with pytest.raises(ReportError):
+        load_report({"model": "m", "artifacts": [{"file": "a", "checks": {"parity": {"state": "maybe"}}}]})
+    with pytest.raises(TypeError):
+        load_report({"input_shape": [1, 3, 8, 8]})
