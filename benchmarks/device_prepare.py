@@ -111,8 +111,9 @@ def export_set(name: str, model: str, size: str, images: Path, scratch: Path, de
 
     weights, safe = SETS[name]
     out = scratch / f"export-{name}"
+    targets = "litert-fp32,litert-fp16" + (",xnnpack-fp16" if xnnpack else "")
     cmd = [sys.executable, "-m", "depthport.cli", "export", model, "--size", size, "--weights", weights,
-           "--targets", "litert-fp32,litert-fp16" + (",xnnpack-fp16" if xnnpack else ""), "--images", str(images), "--out", str(out),
+           "--targets", targets, "--images", str(images), "--out", str(out),
            "--skip", "ledger,verify,bench,report,card", *(["--fp16-safe"] if safe else [])]
     log = subprocess.run(cmd, capture_output=True, text=True)
     (dest / "export.log").write_text(log.stdout + log.stderr)

@@ -54,7 +54,7 @@ def environment() -> dict:
     dist = sorted(litert.parent.glob("ai_edge_litert-*.dist-info"))
     return {"machine": machine_info(), "nvidia_smi": gpu or None, "python": sys.version.split()[0],
             "ai_edge_litert": dist[0].name.split("-")[1] if dist else str(litert),
-            "VK_ICD_FILENAMES": os.environ.get("VK_ICD_FILENAMES"), "VK_DRIVER_FILES": os.environ.get("VK_DRIVER_FILES")}
+            **{k: os.environ.get(k) for k in ("VK_ICD_FILENAMES", "VK_DRIVER_FILES")}}
 
 
 def sets(folder: Path) -> list[dict]:

@@ -58,7 +58,8 @@ export PYTHONPATH="$site:$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
     fi
     echo "VK_ICD_FILENAMES=${VK_ICD_FILENAMES:-unset}"
     [ -n "${VK_ICD_FILENAMES:-}" ] && cat "$VK_ICD_FILENAMES" || true
-    ldconfig -p 2>/dev/null | grep -E "libvulkan.so.1|libGLX_nvidia|libnvidia-gl" || echo "no Vulkan loader / NVIDIA GL libs"
+    ldconfig -p 2>/dev/null | grep -E "libvulkan.so.1|libGLX_nvidia|libnvidia-gl" \
+        || echo "no Vulkan loader / NVIDIA GL libs"
 } >>"$log" 2>&1
 
 status=0

@@ -195,10 +195,11 @@ def context(data: dict, figures: dict | None = None) -> dict:
     report = load_report(data)
 
     def pairs(d: dict | None) -> str | None:
-        return ", ".join(f"{k} {v}" for k, v in d.items()) if d else None
+        return ", ".join(f"{k} {v}" for k, v in d.items()) if d and any(v is not None for v in d.values()) else None
 
     return {"model": report.model, "random_weights": report.random_weights, "weights": report.weights,
-            "input_shape": list(report.input_shape), "command": report.command, "machine": pairs(dataclasses.asdict(report.machine)),
+            "input_shape": list(report.input_shape), "command": report.command,
+            "machine": pairs(dataclasses.asdict(report.machine)),
             "versions": pairs(report.versions), "figures": figures_view(figures),
             "parity": parity_view(report), "accuracy": accuracy_view(report), "files": files_rows(report),
             "latency": latency_view(report), "gpu": gpu_rows(report), "fp64": fp64_rows(report),
