@@ -12,6 +12,7 @@ import numpy as np
 from PIL import Image
 
 from .atomic import atomic_paths
+from .core.report_model import Units, load
 from .outdir import check_output_file
 from .preprocess import InputError, letterbox_box, load_image, to_tensor
 from .registry import MODELS
@@ -42,38 +43,38 @@ def model_input(image: Image.Image, model_path: Path, hw: tuple[int, int], lette
     return spec.preprocess(image, hw, normalize)
 
 
-def output_units(model_path: Path) -> dict | None:
+def output_units(model_path: Path) -> Units | None:
     """The file's output units, as its export's report states them (or, for an older report, its model id's);
     None when no report says which model the file is."""
     report = export_report(model_path)
     if isinstance(report.get("output_units"), dict):
-        return report["output_units"]
+        return load(Units, report["output_units"])
     spec = MODELS.get(str(report.get("model", "")))
-    return spec.units() if spec is not None else None
+    return load(Units, spec.units()) if spec is not None else None
 
 
-def check_focal(units: dict | None, focal: float | None, model_path: Path, image_path) -> None:
+def check_focal(units: Units | None, focal: float | None, model_path: Path, image_path) -> None:
     """``--focal`` is required where metres need it, and refused where they do not (one-line InputErrors)."""
-    needs = bool((units or {}).get("focal_reference_px"))
+    needs = bool(units and units.focal_reference_px)
     if focal is None and needs:
         raise InputError(f"{model_path.name} gives metres only with the camera's focal length: pass --focal PX, the "
                          f"focal length in pixels of {Path(image_path).name} (metres = value x focal_px / "
-                         f"{units['focal_reference_px']:g} at the model's input size)")
+                         f"{units.focal_reference_px:g} at the model's input size)")
     if focal is not None and not needs:
         what = "no report.json beside it says what its output is" if units is None else (
-            f"its output is {units['meaning']}")
+            f"its output is {units.meaning}")
         raise InputError(f"--focal applies only to models whose metres need the focal length; "
                          f"{model_path.name}: {what}")
     if focal is not None and not (math.isfinite(focal) and focal > 0):
         raise InputError(f"--focal must be a positive number of pixels, got {focal:g}")
 
 
-def to_metres(depth: np.ndarray, units: dict | None, focal: float | None, image_size: tuple[int, int],
+def to_metres(depth: np.ndarray, units: Units | None, focal: float | None, image_size: tuple[int, int],
               letterbox: bool) -> np.ndarray:
     """The model's output in metres (unchanged for an output that is metres already or has no unit). ``focal`` is in
     pixels of the image (``image_size`` = (W, H)); at the input size it scales with the resize (the mean of the two
     axes' scales for a stretch, the one scale of a letterbox)."""
-    ref = (units or {}).get("focal_reference_px")
+    ref = units.focal_reference_px if units else None
     if not ref:
         return depth
     h, w = depth.shape
@@ -169,7 +170,7 @@ class Predictor:
 
     @property
     def metric(self) -> bool:
-        return bool((self.units or {}).get("metric"))
+        return bool(self.units and self.units.metric)
 
     def depth(self, image: Image.Image, extra: tuple | None = None) -> np.ndarray:
         """Depth (H, W) of an RGB image: at the image's size, or the model's with ``model_size``; metres for a

@@ -191,28 +191,28 @@ def terminate_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-def summary(report: dict, out_dir: Path) -> None:
+def summary(data: dict, out_dir: Path) -> None:
     """The final table: each file's status, its verdicts and, when it did not ship, why."""
     from rich.table import Table
 
-    from ..core.schema import verdict_of
+    from ..core.report_model import load_report
 
+    report = load_report(data)
     out = console()
-    if report.get("random_weights"):
+    if report.random_weights:
         out.print("[bold red]RANDOM WEIGHTS: these files are for dry runs; their depth means nothing.[/]")
-    table = Table(title=f"{report['model']} -> {out_dir}")
+    table = Table(title=f"{report.model} -> {out_dir}")
     for col in ("file", "target", "MB", "ops", "status", "parity", "GPU static", "GPU runtime", "why"):
         table.add_column(col, overflow="fold")
     style = {"shipped": "green", "unverified": "yellow", "not shipped": "red"}
-    for a in report["artifacts"]:
+    for a in report.artifacts:
         cells = []
         for check in ("parity", "gpu_static", "gpu_runtime"):
-            v = verdict_of(a, check)
+            v = a.verdict(check)
             cells.append("-" if v is None else {"pass": "pass", "fail": "FAIL"}.get(v.state, v.state))
-        why = "" if a["status"] == "shipped" else a["status_reason"]
-        table.add_row(a["file"], a["target"], f"{a['bytes'] / 1e6:.1f}", str(a.get("op_count", "-")),
-                      f"[{style[a['status']]}]{a['status']}[/]", *cells, why)
+        why = "" if a.status == "shipped" else a.status_reason
+        table.add_row(a.file, a.target, f"{a.bytes / 1e6:.1f}", str(a.op_count if a.op_count is not None else "-"),
+                      f"[{style[a.status]}]{a.status}[/]", *cells, why)
     out.print(table)
-    budget = report.get("evidence_budget") or {}
-    if budget.get("line"):
-        out.print(f"[yellow]{budget['line']}[/]")
+    if report.evidence_budget.line:
+        out.print(f"[yellow]{report.evidence_budget.line}[/]")

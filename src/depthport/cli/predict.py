@@ -69,7 +69,8 @@ def _one(args, out: Path, options: dict) -> int:
     npy = out.with_suffix(".npy") if args.npy == "" else args.npy
     with native_stderr_muted(not args.verbose):
         depth = predict(args.file, args.image, out, npy, prompt=args.prompt, **options)
-    unit = " m" if (output_units(Path(args.file)) or {}).get("metric") else ""
+    units = output_units(Path(args.file))
+    unit = " m" if units and units.metric else ""
     console().print(f"wrote {out}" + (f" and {npy}" if npy else "") + f": depth {depth.shape[0]}x"
                     f"{depth.shape[1]}, range {depth.min():.4g}..{depth.max():.4g}{unit}")
     return 0

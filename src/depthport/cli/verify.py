@@ -158,38 +158,38 @@ class StatusDetail:
         self.status.update(f"verifying {text}")
 
 
-def print_summary(report: dict, out: Path) -> None:
+def print_summary(data: dict, out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
     from ..core.formatting import fmt
-    from ..core.schema import Verdict
+    from ..core.report_model import Parity, load_report
 
+    report = load_report(data)
     console = Console(width=None if sys.stdout.isatty() else 160)
-    if report.get("random_weights"):
+    if report.random_weights:
         console.print("[bold red]RANDOM WEIGHTS: reference and files are random; parity tests the conversion only.[/]")
-    table = Table(title=f"parity vs {report['verify']['reference']} ({len(report['verify']['images'])} images)")
+    table = Table(title=f"parity vs {report.verify.reference} ({len(report.verify.images)} images)")
     for col in ("file", "precision", "corr worst", "corr median", "rel L2 pooled", "max abs", "δ1.25 worst",
                 "vs eager rel L2", "vs fp64 rel L2", "AbsRel", "gate"):
         table.add_column(col)
-    for a in report["artifacts"]:
-        p, acc, verdict = a["parity"], a.get("accuracy") or {}, Verdict.from_dict(a["checks"]["parity"]).text()
-        if "pearson_worst" not in p:  # the file did not run: its verdict says why
-            table.add_row(Path(a["file"]).name, str(a.get("precision") or "?"), *["-"] * 8, verdict)
+    for a in report.artifacts:
+        name, precision, verdict = Path(a.file).name, a.precision or "?", a.verdict("parity").text()
+        p = a.measured_parity
+        if p is None:  # the file did not run: its verdict says why
+            table.add_row(name, precision, *["-"] * 8, verdict)
             continue
-        extra = [p.get(k, {}).get("rel_l2_pooled") for k in ("vs_eager", "vs_reference_fp64")]
-        table.add_row(Path(a["file"]).name, str(a.get("precision") or "?"), f"{p['pearson_worst']:.7f}",
-                      f"{p['pearson_median']:.7f}", f"{p['rel_l2_pooled']:.3e}", f"{p['max_abs']:.3e}",
-                      f"{p['delta125_worst']:.5f}", *(fmt(v, ".3e") for v in extra), fmt(acc.get("abs_rel"), ".4f"),
-                      verdict)
+        extra = [v.rel_l2_pooled if isinstance(v, Parity) else None for v in (p.vs_eager, p.vs_reference_fp64)]
+        table.add_row(name, precision, f"{p.pearson_worst:.7f}", f"{p.pearson_median:.7f}",
+                      f"{p.rel_l2_pooled:.3e}", f"{p.max_abs:.3e}", f"{p.delta125_worst:.5f}",
+                      *(fmt(v, ".3e") for v in extra), fmt(a.accuracy.abs_rel if a.accuracy else None, ".4f"), verdict)
     console.print(table)
-    for a in report["artifacts"]:
-        if "pearson_worst" not in a["parity"]:
-            console.print(f"{Path(a['file']).name}: {Verdict.from_dict(a['checks']['parity']).text()}", soft_wrap=True)
-        check = a.get("checks", {}).get("fp16_arithmetic")
+    for a in report.artifacts:
+        if a.measured_parity is None:
+            console.print(f"{Path(a.file).name}: {a.verdict('parity').text()}", soft_wrap=True)
+        check = a.verdict("fp16_arithmetic")
         if check is not None:
-            console.print(f"{Path(a['file']).name} on FP16 arithmetic: {Verdict.from_dict(check).text()}")
-    subset = (report.get("evidence_budget") or {}).get("line")
-    if subset:
-        console.print(f"[yellow]{subset}[/]")
+            console.print(f"{Path(a.file).name} on FP16 arithmetic: {check.text()}")
+    if report.evidence_budget.line:
+        console.print(f"[yellow]{report.evidence_budget.line}[/]")
     console.print(f"wrote {out / 'report.json'} and {out / 'report.html'}")

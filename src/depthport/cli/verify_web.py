@@ -6,7 +6,6 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from ..core.formatting import fmt
 from ..errors import InputError
 
 
@@ -99,32 +98,28 @@ def run_web(args, paths: list[Path]) -> int:
     return 0 if art["status"] == SHIPPED or (art["status"] == UNVERIFIED and skipped_only(art)) else 1
 
 
-def print_web(report: dict, out: Path) -> None:
-    """One row per backend: where it ran, its figures, its time and verdict."""
+def print_web(data: dict, out: Path) -> None:
+    """One row per backend: where it ran, its figures, its time and verdict (``report.web``'s rows)."""
     from rich.table import Table
 
-    from ..core.schema import verdict_of
+    from ..core.report_model import load_report
+    from ..report.web import CHECKS, backend_row
     from .common import console
 
     con = console()
-    art = report["artifacts"][0]
-    if report.get("random_weights"):
+    report = load_report(data)
+    art = report.artifacts[0]
+    if report.random_weights:
         con.print("[bold red]RANDOM WEIGHTS: reference and page are random; parity tests the conversion only.[/]")
-    table = Table(title=f"{art['file']} in {(art.get('browser') or {}).get('browser', 'Chromium')}")
+    table = Table(title=f"{art.file} in {art.browser.browser if art.browser else 'Chromium'}")
     for col in ("backend", "shape", "vs reference rel L2", "vs CPU rel L2", "ms (first / median)", "verdict"):
         table.add_column(col, overflow="fold")
-    runs = (art.get("browser") or {}).get("backends", {})
-    checks = {"wasm": "parity", "webgpu-fp32": "webgpu_fp32", "webgpu-fp16": "webgpu_fp16"}
-    for name, check in checks.items():
-        run, verdict = runs.get(name) or {}, verdict_of(art, check)
-        ref = (art.get("parity") or {}) if name == "wasm" else (run.get("vs_reference") or {})
-        t = run.get("time") or {}
-        table.add_row(name, "x".join(map(str, run.get("shape", []))) or "-", fmt(ref.get("rel_l2_pooled"), ".3e"),
-                      fmt((run.get("vs_cpu") or {}).get("rel_l2_pooled"), ".3e"),
-                      f"{fmt(t.get('first_ms'), '.1f')} / {fmt(t.get('median_ms'), '.1f')}",
+    for name, check in CHECKS.items():
+        verdict = art.verdict(check)
+        row = backend_row(art, name) if art.browser else {"shape": "-", "rel_l2": "-", "vs_cpu": "-",
+                                                             "first_ms": "-", "median_ms": "-"}
+        table.add_row(name, row["shape"], row["rel_l2"], row["vs_cpu"], f"{row['first_ms']} / {row['median_ms']}",
                       "-" if verdict is None else verdict.text())
     con.print(table)
-    con.print(f"{art['status']}: {art['status_reason']}")
+    con.print(f"{art.status}: {art.status_reason}")
     con.print(f"wrote {out / 'report.json'}, {out / 'report.html'} and the page's screenshot")
-
-

@@ -53,6 +53,7 @@ class Parity:
     vs_reference_fp64: Parity | NotMeasured | None = None
     upstream_fp32_vs_fp64: float | None = None
     fp64_error_ratio: float | None = None
+    compute: str | None = None
 
     @property
     def measured(self) -> bool:
@@ -173,6 +174,108 @@ class GpuCheck:
 
 
 @dataclass(frozen=True)
+class ShapeParity(Parity):
+    """A dynamic-shape file's figures at one of its other shapes, with that shape's FP32 gate."""
+
+    gate: Verdict | None = None
+
+
+@dataclass(frozen=True)
+class RunTime:
+    first_ms: float | None = None
+    median_ms: float | None = None
+    calls: int | None = None
+    label: str = "-"
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    accelerator: str = "-"
+
+
+@dataclass(frozen=True)
+class OnGpu:
+    """Whether a WebGPU run stayed on the GPU (``check.webgpu_verdict.gpu_evidence``)."""
+
+    on_gpu: bool = False
+    problems: tuple[str, ...] = ()
+    accelerator: str | None = None
+    dispatches: int | None = None
+    gpu_errors: int = 0
+    gpu_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Fp16Predicted:
+    storage: float | None = None
+    arithmetic: float | None = None
+
+
+@dataclass(frozen=True)
+class WebFp16:
+    """What the shaders of a WebGPU FP16 run did, beside the prediction."""
+
+    mode: str = "unknown"
+    evidence: str = ""
+    note: str = ""
+    agrees: bool | None = None
+    predicted: Fp16Predicted = Fp16Predicted()
+
+
+@dataclass(frozen=True)
+class BrowserRun:
+    """One backend's run of a web folder's page."""
+
+    shape: tuple[int, ...] = ()
+    file: str | None = None
+    error: str | None = None
+    info: RunInfo = RunInfo()
+    time: RunTime = RunTime()
+    on_gpu: OnGpu | None = None
+    vs_cpu: Parity | None = None
+    vs_reference: Parity | None = None
+    fp16: WebFp16 | None = None
+
+
+@dataclass(frozen=True)
+class PreprocessCheck:
+    max_abs_diff: float | None = None
+    images: int | None = None
+    exact: bool | None = None
+    method: str | None = None
+
+
+@dataclass(frozen=True)
+class SmallReexport:
+    shape: tuple[int, ...] = ()
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Browser:
+    """A web folder's page in headless Chromium (``verify.web_folder``)."""
+
+    runtime: str = ""
+    runtime_version: str = ""
+    browser: str = "Chromium"
+    driver: str | None = None
+    adapter: str | None = None
+    flags: tuple[str, ...] = ()
+    fast_shaders: bool | None = None
+    backends: dict[str, BrowserRun] = field(default_factory=dict)
+    small_reexport: SmallReexport | None = None
+    preprocess: PreprocessCheck | None = None
+    shown: dict = field(default_factory=dict)
+    screenshot: str | None = None
+
+
+@dataclass(frozen=True)
+class WebFiles:
+    runtime: str | None = None
+    model_file: str = "-"
+
+
+@dataclass(frozen=True)
 class Artifact:
     """One written file and everything measured about it."""
 
@@ -187,7 +290,10 @@ class Artifact:
     precision: str = "fp32"
     op_count: int | None = None
     max_tensor_rank: int | None = None
-    web: dict | None = None
+    input_dims: tuple = ()
+    web: WebFiles | None = None
+    browser: Browser | None = None
+    shapes_parity: dict[str, ShapeParity] | NotMeasured | None = None
     gpu_check: GpuCheck | None = None
     accuracy: Scores | None = None
     checks: dict[str, Verdict] = field(default_factory=dict)
@@ -361,7 +467,10 @@ def load(cls, data):
         options = [a for a in args if a is not type(None)]
         if NotMeasured in options and NotMeasured.matches(data):
             return NotMeasured.from_json(data)
-        structured = [a for a in options if dataclasses.is_dataclass(a) and a is not NotMeasured]
+        rest = [a for a in options if a is not NotMeasured]
+        if len(rest) == 1 and typing.get_origin(rest[0]) in (tuple, dict):
+            return load(rest[0], data)
+        structured = [a for a in rest if dataclasses.is_dataclass(a)]
         return load(structured[0], data) if structured and isinstance(data, dict) else data
     if origin is tuple:
         return tuple(load(args[0], v) for v in data)

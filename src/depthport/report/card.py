@@ -255,7 +255,7 @@ def context(data: dict) -> dict:
             "ledger": ledger_rows(report), "ledger_at": ledger_at(report), "rewrites": list(report.rewrites),
             "snippets": snippets(report),
             "command": report.command, "versions": report.versions,
-            "browser": web.browser_view(data), "shapes": web.shapes_view(data), "int8": int8_view(report)}
+            "browser": web.browser_view(report), "shapes": web.shapes_view(report), "int8": int8_view(report)}
 
 
 def render(report: dict) -> str:

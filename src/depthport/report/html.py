@@ -203,7 +203,7 @@ def context(data: dict, figures: dict | None = None) -> dict:
             "versions": pairs(report.versions), "figures": figures_view(figures),
             "parity": parity_view(report), "accuracy": accuracy_view(report), "files": files_rows(report),
             "latency": latency_view(report), "gpu": gpu_rows(report), "fp64": fp64_rows(report),
-            "browser": web.browser_view(data, screenshot_uris(figures)), "shapes": web.shapes_view(data),
+            "browser": web.browser_view(report, screenshot_uris(figures)), "shapes": web.shapes_view(report),
             "not_shipped": [{"file": n.file, "precision": n.precision, "reasons": "; ".join(n.reasons)}
                             for n in report.not_shipped],
             "raw": json.dumps(data, indent=1, default=str)}
