@@ -166,34 +166,8 @@ def run_export(opts: ExportOptions, progress=None) -> dict:
     return report
 
 
-def base_model(spec: ModelSpec, weights) -> str | None:
-    """The Hub repo the weights came from (the model's published repo for a local checkpoint); None when random."""
-    if weights.random:
-        return None
-    if weights.source.startswith("hf://"):
-        return weights.source.removeprefix("hf://")
-    return spec.hf_repo or spec.official_repo or None
-
-
-def base_model_chain(spec: ModelSpec, weights) -> list[str]:
-    """``base_model`` followed by what that checkpoint says it was fine-tuned from (its model card or config)."""
-    first = base_model(spec, weights)
-    return [first, *(b for b in weights.base_models if b != first)] if first else []
-
-
 def new_report(opts: ExportOptions, spec: ModelSpec, built) -> dict:
-    """report.json before the stages fill in the artifacts and their checks."""
-    return report_header.new_report(
-        spec, built, opts.command,
-        weights_detail={"source": built.weights.source, "format": built.weights.format,
-                        "revision": built.weights.revision, "licence": spec.licence,
-                        "licence_note": spec.licence_note or None, "non_commercial": spec.non_commercial},
-        base_model=base_model(spec, built.weights),
-        base_model_chain=base_model_chain(spec, built.weights),
-        normalization="folded (input RGB 0..1)" if opts.fold_normalization else "ImageNet mean/std, RGB, x/255",
-        pos_embed_formula=built.pos_formula,
-        rewrites=built.rewrites,
-        targets=list(opts.targets),
-        skipped=sorted(opts.stages.skip),
-        started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    )
+    """report.json before the stages fill in the artifacts and their checks: the common header and the export's
+    own fields."""
+    return report_header.new_report(spec, built, opts.command, targets=list(opts.targets),
+                                    skipped=sorted(opts.stages.skip), started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))

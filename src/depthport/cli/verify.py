@@ -115,9 +115,8 @@ def run(args) -> int:
                                evidence_images=args.evidence_images, eager=not args.no_eager)
         ctx = ExportContext(built, Path("."), spec.id.replace("-", "_"), options=options,
                             progress=StatusDetail(status), in_place=True)
-        report = new_report(spec, built, args.command_line)
-        report["evidence_budget"] = evidence_budget(built.parameter_count, input_hw, len(ctx.verification_set()[1]),
-                                                    args.evidence_images).as_entry()
+        budget = evidence_budget(built.parameter_count, input_hw, len(ctx.verification_set()[1]), args.evidence_images)
+        report = new_report(spec, built, args.command_line, evidence_budget=budget.as_entry())
         for path in paths:
             art = file_entry(path, artifact_info(sibling_report(path), path), args.precision, input_hw)
             if path.suffix == ".pte" and art["precision"] == "fp16":
