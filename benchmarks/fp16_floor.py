@@ -15,12 +15,13 @@ against the upstream model in FP32:
   (``depthport.runtimes.arm64``; ``benchmarks/arm64/setup.sh`` builds it), FP16 accumulation confirmed by a
   sentinel file in the same run;
 - with ``--record`` where the file was computed in FP16 arithmetic (avx512_fp16, ARMv8.2, ``--arm64``): the
-  measured row written into the package's ``calibration.json`` (replacing the entry for the same model, shape,
+  measured row written into the package's ``calibration.json`` (replacing the entry for the same model, target, shape,
   weights and hardware), so that machines without FP16 arithmetic check the prediction against it
   (tests/export/test_executorch.py for the tiny configs).
 
     python benchmarks/fp16_floor.py [--model da2-small] [--size 518x686] [--target xnnpack-fp16-split]
                                     [--fp16-safe] [--split-k 16] [--ledger] [--no-pte] [--arm64] [--record]
+                                    [--time ROUNDS] [--predict xnnpack,fp16]
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from depthport.core.metrics import image_metrics, summarize
 from depthport.export.executorch import FORMS, backend_form, lower_xnnpack, write_pte
 from depthport.export.targets import FP16_PTE_TARGETS
 from depthport.fp16 import simulate_fp16
-from depthport.fp16.calibration import CALIBRATION, load_calibration, matching, write_calibration
+from depthport.fp16.calibration import CALIBRATION, load_calibration, matching, target_of, write_calibration
 from depthport.fp16.ledger import fp16_ledger
 from depthport.preprocess import parse_size, to_tensor
 from depthport.quiet import native_stderr_muted
@@ -60,6 +61,8 @@ X86_HARDWARE = "x86 avx512_fp16"
 IMAGES = ("astronaut", "camera", "chelsea")
 ARM_PREDICTED = "predicted: XNNPACK f16 kernels on ARM (subnormals flushed)"
 X86_PREDICTED = "predicted: XNNPACK f16 kernels on x86 avx512_fp16"
+PREDICTIONS = {"xnnpack-arm": ARM_PREDICTED, "xnnpack": X86_PREDICTED, "fp16": "predicted: GPU default FP16",
+               "fp32": "predicted: FP16 tensors, FP32 accumulation"}
 
 
 def depth(out) -> np.ndarray:
@@ -82,8 +85,9 @@ def record(console: Console, args, built, measured: dict, found: dict) -> None:
         return
     info = machine_info(args.threads)
     entry = {
-        "what": "depthport xnnpack-fp16 .pte run by ExecuTorch's XNNPACK in FP16 arithmetic, against the upstream "
+        "what": f"depthport {args.target} .pte run by ExecuTorch's XNNPACK in FP16 arithmetic, against the upstream "
                 "model in FP32",
+        "target": args.target,
         "cpu": f"{info['cpu']}, {info['cores']} cores",
         "isa": sorted(f for f, on in (info.get("isa") or {}).items() if on),
         "versions": {"depthport": provenance_commit(), "torch": torch.__version__,
@@ -94,8 +98,9 @@ def record(console: Console, args, built, measured: dict, found: dict) -> None:
                   "delta125": measured["delta125_worst"]},
         "per_image": {"rel_l2": dict(zip(args.images, measured["per_image_rel_l2"]))},
         "hardware": found["hardware"],
-        "source": "python benchmarks/fp16_floor.py --model {} --size {}{} --record".format(
-            args.model, args.size, " --arm64" if args.arm64 else ""),
+        "source": "python benchmarks/fp16_floor.py --model {} --size {}{}{} --record".format(
+            args.model, args.size, "" if args.target == "xnnpack-fp16" else f" --target {args.target}",
+            " --arm64" if args.arm64 else ""),
     }
     if args.arm64:
         entry["cpu"] = f"{found['reason']}; host {info['cpu']}, {info['cores']} cores"
@@ -103,7 +108,8 @@ def record(console: Console, args, built, measured: dict, found: dict) -> None:
         entry["versions"]["qemu"] = found["qemu"]
         entry["versions"]["runtime"] = "executorch 1.5.1 and torch 2.13.0 aarch64 wheels (PyPI), in the emulator"
     key = ("model", "size", "weights", "hardware")
-    kept = [c for c in load_calibration() if [c.get(k) for k in key] != [entry[k] for k in key]]
+    kept = [c for c in load_calibration()
+            if [c.get(k) for k in key] + [target_of(c)] != [entry[k] for k in key] + [args.target]]
     write_calibration(kept + [entry])
     console.print(f"recorded in {CALIBRATION}")
 
@@ -138,8 +144,11 @@ def main() -> None:
     ap.add_argument("--ledger", action="store_true")
     ap.add_argument("--no-pte", action="store_true", help="skip the measured .pte")
     ap.add_argument("--time", type=int, metavar="ROUNDS",
-                    help="with a split form: time it and xnnpack-fp16, interleaved, ROUNDS rounds")
+                    help="with a split form: time it, xnnpack-fp16 and xnnpack-fp32 (the first, the ratios' base), "
+                         "interleaved, ROUNDS rounds")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--predict", type=lambda v: tuple(m for m in v.split(",") if m), default=tuple(PREDICTIONS),
+                    help=f"comma-separated prediction modes (default all: {','.join(PREDICTIONS)}; '' for none)")
     ap.add_argument("--images", type=lambda v: tuple(n for n in v.split(",") if n), default=IMAGES,
                     help=f"comma-separated built-in images (default {','.join(IMAGES)}; --record keeps all three)")
     ap.add_argument("--arm64", action="store_true",
@@ -147,10 +156,11 @@ def main() -> None:
     ap.add_argument("--record", action="store_true",
                     help="write the measured row into depthport/fp16/calibration.json (FP16-arithmetic runs only)")
     args = ap.parse_args()
-    if args.record and (args.no_pte or args.fp16_safe or args.split_k or args.target != "xnnpack-fp16"
-                        or args.images != IMAGES):
-        ap.error("--record keeps the plain xnnpack-fp16 file's measurement on the three images: drop --no-pte, "
-                 "--fp16-safe, --split-k, --target, --images")
+    if set(args.predict) - set(PREDICTIONS):
+        ap.error(f"--predict: unknown mode(s) {', '.join(sorted(set(args.predict) - set(PREDICTIONS)))}")
+    if args.record and (args.no_pte or args.fp16_safe or args.split_k or args.images != IMAGES):
+        ap.error("--record keeps a registered target's file measured on the three images: drop --no-pte, "
+                 "--fp16-safe, --split-k, --images")
     torch.set_num_threads(args.threads)
     console = Console(width=200)
     hw = parse_size(args.size)
@@ -195,16 +205,21 @@ def main() -> None:
             from depthport.bench import Entry, time_interleaved
 
             with native_stderr_muted():
-                plain, _ = backend_form(built.model, **FORMS["xnnpack-fp16"])
-                plain_path = write_pte(lower_xnnpack(plain, torch.zeros(1, 3, *hw))[0], path.with_name("plain.pte"))
+                files = {}
+                for label in ("xnnpack-fp32", "xnnpack-fp16"):
+                    other, _ = backend_form(built.model, **FORMS["fp32" if label == "xnnpack-fp32" else label])
+                    files[label] = write_pte(lower_xnnpack(other, torch.zeros(1, 3, *hw))[0],
+                                             path.with_name(f"{label}.pte"))
+                files[args.target] = path
                 entries = [Entry(label, load_runner(f, threads=args.threads), xs[0].numpy())
-                           for label, f in (("xnnpack-fp16", plain_path), (args.target, path))]
+                           for label, f in files.items()]
                 timed = time_interleaved(entries, args.time)
             console.print("latency on this CPU (" + found["mode"] + "), median ms over interleaved rounds: " + ", ".join(
                 f"{r['label']} {r['median']:.1f} (x{r['ratio']['paired']:.3f} paired)" for r in timed))
     form = xnnpack_fp16_form(built.model, args.split_k, target=args.target)
-    for mode, label in (("xnnpack-arm", ARM_PREDICTED), ("xnnpack", X86_PREDICTED),
-                        ("fp16", "predicted: GPU default FP16"), ("fp32", "predicted: FP16 tensors, FP32 accumulation")):
+    for mode, label in PREDICTIONS.items():
+        if mode not in args.predict:
+            continue
         with console.status(label):
             p = simulate_fp16(form, xs, accumulate=mode)
         rows[label] = {**p.figures, "per_image_rel_l2": [m["rel_l2"] for m in p.per_image], "finite": "-",
@@ -217,8 +232,8 @@ def main() -> None:
                       f"{f['pearson_worst']:.6f}", f"{f['delta125_worst']:.4f}", str(f["finite"]), f.get("overflow", "-"))
     console.print(table)
     for hardware, predicted in ((X86_HARDWARE, X86_PREDICTED), (ARM64_HARDWARE, ARM_PREDICTED)):
-        cal = matching(args.model, hw, built.weights.source, hardware=hardware)
-        if cal is None or args.fp16_safe or args.split_k or args.target != "xnnpack-fp16":
+        cal = matching(args.model, hw, built.weights.source, hardware=hardware, target=args.target)
+        if cal is None or args.fp16_safe or args.split_k or predicted not in rows:
             continue
         pred = rows[predicted]
         ratio = max(pred["per_image_rel_l2"]) / cal["worst"]["rel_l2"]

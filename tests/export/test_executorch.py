@@ -236,11 +236,18 @@ def test_xnnpack_prediction_matches_fp16_arithmetic_measured_on_a_cpu_that_has_i
 def test_fp16_pte_calibration_figures_are_kept_and_stated():
     """The figures measured on FP16 arithmetic that the full-size prediction is checked against (benchmarks/
     fp16_floor.py) live in the package, with the CPU and versions they were measured with."""
-    from depthport.fp16.calibration import load_calibration
+    from depthport.export.targets import FP16_PTE_TARGETS
+    from depthport.fp16.calibration import load_calibration, matching, target_of
 
     cal = load_calibration()
     assert cal and all({"cpu", "isa", "versions", "model", "size", "images", "worst", "hardware"} <= set(c)
                        for c in cal)
+    assert all(target_of(c) in FP16_PTE_TARGETS for c in cal)
+    split = [c for c in cal if target_of(c) == "xnnpack-fp16-split"]  # found under its own target alone
+    assert split, "the split file's measurement on FP16 arithmetic is kept"
+    for c in split:
+        key = (c["model"], c["size"], c["weights"], c["hardware"])
+        assert matching(*key, "xnnpack-fp16-split") == c and matching(*key, "xnnpack-fp16") != c
     assert any("avx512_fp16" in c["isa"] for c in cal)
     arm = [c for c in cal if c["hardware"] == "arm64 neonfp16arith (qemu)"]
     assert arm and all("qemu" in c["versions"] and "to 2048" in c["cpu"] for c in arm)

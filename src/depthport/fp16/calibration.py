@@ -20,11 +20,17 @@ def write_calibration(entries: list[dict]) -> None:
         Path(tmp).write_text(json.dumps(entries, indent=2) + "\n", encoding="utf-8")
 
 
-def matching(model: str, size, weights: str = "random (seed 0)", hardware: str | None = None) -> dict | None:
-    """The entry measured for ``model`` at ``size`` (H, W) with ``weights`` (on ``hardware`` when given: an
-    entry's ``hardware`` is "x86 avx512_fp16" or "arm64 neonfp16arith (qemu)"), or None."""
+def target_of(entry: dict) -> str:
+    """The fp16 .pte target an entry measured (entries written before targets were recorded: ``xnnpack-fp16``)."""
+    return entry.get("target", "xnnpack-fp16")
+
+
+def matching(model: str, size, weights: str = "random (seed 0)", hardware: str | None = None,
+             target: str = "xnnpack-fp16") -> dict | None:
+    """The entry measured for ``model``'s ``target`` file at ``size`` (H, W) with ``weights`` (on ``hardware`` when
+    given: an entry's ``hardware`` is "x86 avx512_fp16" or "arm64 neonfp16arith (qemu)"), or None."""
     for entry in load_calibration():
         if (entry["model"] == model and tuple(entry["size"]) == tuple(size) and entry["weights"] == weights
-                and hardware in (None, entry["hardware"])):
+                and hardware in (None, entry["hardware"]) and target_of(entry) == target):
             return entry
     return None
