@@ -21,9 +21,11 @@ from .schema import UNVERIFIED, Verdict
 
 @dataclass(frozen=True)
 class NotMeasured:
-    """A section that holds no figures: why (``not_measured`` or ``error`` in the JSON)."""
+    """A section that holds no figures: why (``not_measured`` or ``error`` in the JSON), and the cause when the
+    section names one (``schema.CAUSES``)."""
 
     reason: str
+    cause: str | None = None
 
     @staticmethod
     def matches(data) -> bool:
@@ -31,7 +33,7 @@ class NotMeasured:
 
     @classmethod
     def from_json(cls, data: dict) -> NotMeasured:
-        return cls(str(data.get("not_measured") or data.get("error")))
+        return cls(str(data.get("not_measured") or data.get("error")), data.get("cause"))
 
 
 @dataclass(frozen=True)
@@ -48,12 +50,17 @@ class Parity:
     delta125_worst: float | None = None
     delta125_median: float | None = None
     mean_abs_worst: float | None = None
+    mean_abs_median: float | None = None
     reference: str | None = None
     vs_eager: Parity | NotMeasured | None = None
     vs_reference_fp64: Parity | NotMeasured | None = None
     upstream_fp32_vs_fp64: float | None = None
     fp64_error_ratio: float | None = None
     compute: str | None = None
+    compute_reason: str | None = None
+    parity_images: str | None = None  # "parity on 2 of 6 images": the evidence budget's subset
+    fp64_images: str | None = None  # the same for the float64 reference
+    skipped: tuple[str, ...] = ()  # figures not measured on request (the float64 comparison switched off)
 
     @property
     def measured(self) -> bool:
@@ -107,9 +114,14 @@ class Bench:
 
 @dataclass(frozen=True)
 class Delegation:
+    """How much of a .pte's graph its backend took (``export.executorch``): ops in its subgraphs, ops left on
+    portable kernels (by op), the number of subgraphs and the delegated share."""
+
     delegated: int = 0
     portable: int = 0
     subgraphs: int | None = None
+    coverage: float | None = None
+    portable_ops: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,8 @@
-"""report.json: the three-state verdict, each file's shipping status, and reading a report back.
+"""report.json: the three-state verdict, each file's shipping status, writing a report and reading it back.
+
+With ``core.report_model`` (the typed view that readers take, and its loader) the one place that handles
+report.json's keys: the stages write it through ``ReportJson``, ``ArtifactJson`` and their sections' views, named
+fields over the JSON objects, changed in place (so the JSON is what the stages always wrote).
 
 Every check that depthport makes ends in a ``Verdict``: **pass**, **fail** or **not measured** (with the
 reason). Nothing reads "not measured" as a pass: a file ships only when every check that applies to it
@@ -97,15 +101,146 @@ def _show(data) -> str:
     return text if len(text) < 60 else text[:57] + "..."
 
 
+def not_measured_section(reason: str, cause: str | None = None) -> dict:
+    """A section with no figures because its measurement did not run (skipped, or cannot run here): why, and the
+    cause (``CAUSES``; None leaves it out)."""
+    return {"not_measured": reason, **({"cause": cause} if cause is not None else {})}
+
+
+def failed_section(reason: str, cause: str | None = ERROR) -> dict:
+    """A section with no figures because its measurement failed: why (``cause`` None leaves it out)."""
+    return {"error": reason, **({"cause": cause} if cause is not None else {})}
+
+
+class Field:
+    """One key of a report.json object, read and written as an attribute of its view (None when absent)."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.key = name
+
+    def __get__(self, obj, owner=None):
+        return self if obj is None else obj.data.get(self.key)
+
+    def __set__(self, obj, value) -> None:
+        obj.data[self.key] = value
+
+
+class JsonObject:
+    """A report.json object as the stages write it: its ``Field`` attributes read and change ``data``, the parsed
+    JSON, in place. Built from the dict or from another view of it."""
+
+    def __init__(self, data: dict | JsonObject):
+        self.data = data.data if isinstance(data, JsonObject) else data
+
+    def update(self, **fields) -> None:
+        """Set several fields at once, in the order given (unknown names are an error: a typo is not a new key)."""
+        unknown = [name for name in fields if not isinstance(getattr(type(self), name, None), Field)]
+        if unknown:
+            raise AttributeError(f"{type(self).__name__} has no field {', '.join(unknown)}")
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+
+class ArtifactJson(JsonObject):
+    """One artifact of report.json: what the export wrote, then each stage's sections and checks."""
+
+    file, target, precision, backend, bytes, input_shape = Field(), Field(), Field(), Field(), Field(), Field()
+    runtime, web, runnable_here, parity_note, verify_shapes = Field(), Field(), Field(), Field(), Field()
+    delegation, gpu_check, gpu_runtime, fp16_compute, fp16_arithmetic = Field(), Field(), Field(), Field(), Field()
+    parity, accuracy, shapes_parity, browser, latency_ms = Field(), Field(), Field(), Field(), Field()
+    status, status_reason = Field(), Field()
+
+    @property
+    def checks(self) -> dict[str, dict]:
+        """{check: its JSON verdict with "required"}; empty before any check."""
+        return self.data.get("checks") or {}
+
+    @property
+    def parity_failed(self) -> bool:
+        """True when there is no parity section, or its measurement failed (``failed_section``)."""
+        return not self.parity or "error" in self.parity
+
+    def verdict(self, check: str) -> Verdict | None:
+        return verdict_of(self.data, check)
+
+    def set_check(self, check: str, verdict: Verdict, required: bool) -> None:
+        set_check(self.data, check, verdict, required)
+
+    def required(self) -> dict[str, Verdict]:
+        """The verdicts of the checks that decide whether the file ships."""
+        return required_checks(self.data)
+
+    def settle(self) -> str:
+        """Set the status from the required checks (``file_status``); returns it."""
+        self.status, self.status_reason = file_status(self.data)
+        return self.status
+
+
+class Fp16ArithmeticJson(JsonObject):
+    """An fp16 file's ``fp16_arithmetic``: whether this CPU computes in FP16 and why, the emulated measurement and
+    the prediction (``check.fp16_compute.fp16_arithmetic_entry``)."""
+
+    arithmetic, reason, evidence, emulated, prediction = Field(), Field(), Field(), Field(), Field()
+
+
+class Fp16PredictionJson(JsonObject):
+    """An FP16-compute prediction (``check.fp16_compute.predict_fp16``), or why it failed (``error``)."""
+
+    error, figures, subset, accumulate = Field(), Field(), Field(), Field()
+
+
+class BrowserJson(JsonObject):
+    """A web folder's ``browser`` section (``verify.web_folder.assemble``)."""
+
+    backends, preprocess, screenshot = Field(), Field(), Field()
+
+
+class VerifyJson(JsonObject):
+    """report.json's ``verify``: what the files were verified against (``verify.stage.summary_block``)."""
+
+    reference, images, reference_cache = Field(), Field(), Field()
+
+
+class ReportJson(JsonObject):
+    """report.json: the header (``report.header.new_report``), then what the stages add, and the artifacts."""
+
+    command, model, weights, random_weights, input_shape, output_units = (Field(), Field(), Field(), Field(),
+                                                                         Field(), Field())
+    rewrites, pos_embed_formula, normalization, targets, evidence_budget = Field(), Field(), Field(), Field(), Field()
+    rewrite_ledger, rewrite_ledger_hw, verify, accuracy, gates, not_shipped = (Field(), Field(), Field(), Field(),
+                                                                             Field(), Field())
+    bench, report_html, written_files = Field(), Field(), Field()
+
+    @property
+    def artifacts(self) -> list[ArtifactJson]:
+        return [ArtifactJson(a) for a in self.data.get("artifacts") or ()]
+
+    def add(self, art: dict | ArtifactJson) -> ArtifactJson:
+        """Append an artifact (``export.context.artifact_entry``); returns its view."""
+        art = ArtifactJson(art)
+        self.data.setdefault("artifacts", []).append(art.data)
+        return art
+
+    def artifact(self, name: str) -> ArtifactJson | None:
+        """The artifact whose file has the file name ``name`` (in any folder), or None."""
+        return next((a for a in self.artifacts if isinstance(a.file, str) and Path(a.file).name == name), None)
+
+
 def verdict_of(art: dict, check: str) -> Verdict | None:
     """The verdict of ``check`` for one artifact entry, or None when the check does not apply to it."""
-    entry = (art.get("checks") or {}).get(check)
+    entry = ArtifactJson(art).checks.get(check)
     return None if entry is None else Verdict.from_dict(entry, f"{art.get('file', '?')}: checks.{check}")
 
 
 def set_check(art: dict, check: str, verdict: Verdict, required: bool) -> None:
     """Record ``verdict`` for ``check``; ``required`` checks decide whether the file ships."""
     art.setdefault("checks", {})[check] = {**verdict.to_dict(), "required": required}
+
+
+def required_checks(art: dict) -> dict[str, Verdict]:
+    """{check: verdict} of the artifact's checks that decide whether it ships."""
+    return {name: Verdict.from_dict(v, f"{art.get('file')}: checks.{name}")
+            for name, v in ArtifactJson(art).checks.items() if v.get("required")}
 
 
 def file_status(art: dict) -> tuple[str, str]:
@@ -115,8 +250,7 @@ def file_status(art: dict) -> tuple[str, str]:
     - otherwise any required check not measured (skipped on request, or the file cannot run here): UNVERIFIED;
     - otherwise (every required check passed, and there is at least one): SHIPPED.
     """
-    required = {name: Verdict.from_dict(v, f"{art.get('file')}: checks.{name}")
-                for name, v in (art.get("checks") or {}).items() if v.get("required")}
+    required = required_checks(art)
     if not required:
         return UNVERIFIED, "no check applies to this file"
     bad = [f"{name}: {v.text()}" for name, v in required.items()
@@ -129,9 +263,9 @@ def file_status(art: dict) -> tuple[str, str]:
     return SHIPPED, "every required check passed: " + ", ".join(required)
 
 
-def skipped_only(art: dict) -> bool:
+def skipped_only(art: dict | ArtifactJson) -> bool:
     """True when the file is unverified only because checks were skipped on request."""
-    return all(v.get("cause") in (None, SKIPPED) for v in (art.get("checks") or {}).values()
+    return all(v.get("cause") in (None, SKIPPED) for v in ArtifactJson(art).checks.values()
                if v.get("required") and v.get("state") == NOT_MEASURED)
 
 
@@ -161,11 +295,38 @@ def validate(report, where: str = "report.json") -> None:
     for i, art in enumerate(report["artifacts"]):
         if not isinstance(art, dict) or not isinstance(art.get("file"), str):
             raise ReportError(f"{where}: artifacts[{i}].file is missing")
-        for name, entry in (art.get("checks") or {}).items():
+        for name, entry in ArtifactJson(art).checks.items():
             Verdict.from_dict(entry, f"{where}: artifacts[{i}].checks.{name}")
         if art.get("status") not in (None, SHIPPED, UNVERIFIED, NOT_SHIPPED):
             raise ReportError(f"{where}: artifacts[{i}].status {art.get('status')!r} is not a known status")
 
 
-def dumps(report: dict) -> str:
+def recorded_files(report, report_files: tuple[str, ...] | list[str]) -> list[str]:
+    """The paths (relative to its folder) that a parsed report.json, of any schema version, says its export wrote:
+    its ``written_files``, else report.json, those of ``report_files`` it names (``README.md`` always) and every
+    artifact's file (with its Core ML package); [] when it is not a report."""
+    if not isinstance(report, dict) or not isinstance(report.get("artifacts"), list):
+        return []
+    if isinstance(report.get("written_files"), list):
+        return [str(p) for p in report["written_files"]]
+    names = ["report.json"] + [n for n in report_files if n == report.get("report_html") or n == "README.md"]
+    for art in report["artifacts"]:
+        if isinstance(art, dict) and isinstance(art.get("file"), str):
+            names.append(art["file"])
+            if isinstance(art.get("mlpackage"), dict):
+                names.append(str(Path(art["file"]).parent / art["mlpackage"].get("file", "")))
+    return names
+
+
+def dumps(report: dict | ReportJson) -> str:
+    report = ReportJson(report).data
     return json.dumps({"schema_version": SCHEMA_VERSION, **report}, indent=2, default=str) + "\n"
+
+
+def write_report(folder: Path, report: dict | ReportJson) -> Path:
+    """Write ``folder/report.json`` (atomically); returns its path."""
+    from ..atomic import write_text
+
+    path = Path(folder) / "report.json"
+    write_text(path, dumps(report))
+    return path
