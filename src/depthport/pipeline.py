@@ -10,12 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .atomic import write_text
 from .bench import stage as bench_stage
 from .build import build, build_steps
 from .check import stage as check_stage
 from .core.memory import give_back
-from .core.schema import dumps
+from .core.schema import ReportJson, write_report
 from .errors import InputError
 from .export.context import ExportContext, StageOptions
 from .export.targets import TARGETS
@@ -60,7 +59,7 @@ def parse_targets(text: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def ledger_stage(ctx: ExportContext, report: dict) -> None:
+def ledger_stage(ctx: ExportContext, report: dict | ReportJson) -> None:
     """Each rewrite's effect on one built-in natural image (kept in the evidence cache), at the export shape or, for
     a model too large for the evidence budget, a smaller one (``core.evidence_budget``)."""
     import skimage.data
@@ -89,20 +88,21 @@ def ledger_stage(ctx: ExportContext, report: dict) -> None:
             steps, x, lambda done, name: ctx.detail(f"pass {done}/{passes}{at}: {name}", done, passes))))
         if key:
             cache.put_value(key, ledger)
-    report["rewrite_ledger"] = ledger
-    report["rewrite_ledger_hw"] = list(hw)
+    ReportJson(report).update(rewrite_ledger=ledger, rewrite_ledger_hw=list(hw))
 
 
-def export_stage(ctx: ExportContext, report: dict) -> None:
+def export_stage(ctx: ExportContext, report: dict | ReportJson) -> None:
     """Write one file per requested target."""
-    for i, name in enumerate(report["targets"], 1):
-        ctx.detail(f"{name} ({i}/{len(report['targets'])})")
-        report["artifacts"].append(TARGETS[name](ctx))
+    report = ReportJson(report)
+    for i, name in enumerate(report.targets, 1):
+        ctx.detail(f"{name} ({i}/{len(report.targets)})")
+        report.add(TARGETS[name](ctx))
 
 
 @dataclass(frozen=True)
 class Stage:
-    """One stage; ``skipped`` records in the report what skipping it on request (``--skip``) leaves unmeasured."""
+    """One stage; ``skipped`` records in the report what skipping it on request (``--skip``) leaves unmeasured. Both
+    take report.json's object and write it through ``core.schema``'s views."""
 
     name: str
     run: Callable[[ExportContext, dict], None]
@@ -154,16 +154,16 @@ def run_export(opts: ExportOptions, progress=None) -> dict:
                       prompt_hw=opts.prompt_hw)
     with staged(opts.out_dir) as folder:
         ctx = ExportContext(built, folder, spec.id.replace("-", "_"), options=opts.stages, progress=progress)
-        report = new_report(opts, spec, built)
-        report["evidence_budget"] = ctx.evidence_budget.as_entry()
+        report = ReportJson(new_report(opts, spec, built))
+        report.evidence_budget = ctx.evidence_budget.as_entry()
         for stage in STAGES:
             with progress.stage(stage.name + (" (skipped on request)" if stage.skips(ctx) else "")):
-                stage.apply(ctx, report)
+                stage.apply(ctx, report.data)
                 built.weights.release()  # a Large model's weights wait on disk until a stage needs them
                 give_back()
-        report["written_files"] = written(folder) + ["report.json"]
-        write_text(folder / "report.json", dumps(report))
-    return report
+        report.written_files = written(folder) + ["report.json"]
+        write_report(folder, report)
+    return report.data
 
 
 def new_report(opts: ExportOptions, spec: ModelSpec, built) -> dict:

@@ -12,6 +12,7 @@ the export fast; ``depthport bench`` runs the full 16-layer chain and the INT8 c
 from __future__ import annotations
 
 from ..core.machine import describe, machine_info
+from ..core.schema import ReportJson, failed_section
 from ..errors import InputError, error_text
 from ..runtimes import load_runner
 from . import roofline
@@ -22,23 +23,24 @@ ROUNDS, ITERS, WARMUP = 3, 2, 1
 SLOW_MS = 5000.0  # a file whose warm-up call takes longer is timed once a round (3 calls, not 6)
 
 
-def apply(ctx, report: dict) -> None:
+def apply(ctx, report: dict | ReportJson) -> None:
+    report = ReportJson(report)
     threads = ctx.options.threads
     entries, timed = [], []
-    for art in report["artifacts"]:
-        if art.get("runnable_here") is False:
+    for art in report.artifacts:
+        if art.runnable_here is False:
             continue
-        if art.get("web"):  # a browser page: its time per inference is measured in Chromium (verify.browser)
-            art["latency_ms"] = {"error": "a web folder: timed in the browser (see the browser section)"}
+        if art.web:  # a browser page: its time per inference is measured in Chromium (verify.browser)
+            art.latency_ms = failed_section("a web folder: timed in the browser (see the browser section)", None)
             continue
-        runner, warm_ms = ctx.warm_runners.pop(art["target"], (None, None))
+        runner, warm_ms = ctx.warm_runners.pop(art.target, (None, None))
         if runner is None:
             try:
-                runner = load_runner(ctx.out_dir / art["file"], threads=threads)
+                runner = load_runner(ctx.out_dir / art.file, threads=threads)
             except (InputError, ModuleNotFoundError, RuntimeError) as exc:
-                art["latency_ms"] = {"error": error_text(exc)}
+                art.latency_ms = failed_section(error_text(exc), None)
                 continue
-        entries.append(runner_entry(art["file"], runner, warm_ms))
+        entries.append(runner_entry(art.file, runner, warm_ms))
         timed.append(art)
     ctx.warm_runners.clear()
     if not entries:
@@ -52,17 +54,17 @@ def apply(ctx, report: dict) -> None:
     cache: dict = {}
     for art, entry, rec in zip(timed, entries, records):
         figures = roofline.figures(roofline.entry_macs(entry, cache), rec["median"], probe)
-        art["latency_ms"] = {"runtime": rec["runtime"], "threads": threads, "median": rec["median"],
-                             "min": rec["min"], "max": rec["max"], "rounds": ROUNDS, "iters": iters,
-                             "warmup": rec["warmup"], **({"warm_from": "verify"} if rec.get("warm") else {}),
-                             "cpu": describe(machine), **figures}
+        art.latency_ms = {"runtime": rec["runtime"], "threads": threads, "median": rec["median"],
+                          "min": rec["min"], "max": rec["max"], "rounds": ROUNDS, "iters": iters,
+                          "warmup": rec["warmup"], **({"warm_from": "verify"} if rec.get("warm") else {}),
+                          "cpu": describe(machine), **figures}
     if probe:
-        probe["note"] = ("short probe for the export: the FP32 chain only, 4 layers instead of 16; `depthport bench` "
-                         "runs the full chain and the INT8 chains")
-    report["bench"] = {"method": METHOD, "threads": threads, "rounds": ROUNDS, "iters": iters, "warmup": WARMUP,
-                       "note": "a short run for orientation; use `depthport bench` for figures",
-                       "machine": machine, "roofline_method": roofline.METHOD,
-                       "probe": probe or {"skipped": probe_note}}
+        probe = {**probe, "note": "short probe for the export: the FP32 chain only, 4 layers instead of 16; "
+                                  "`depthport bench` runs the full chain and the INT8 chains"}
+    report.bench = {"method": METHOD, "threads": threads, "rounds": ROUNDS, "iters": iters, "warmup": WARMUP,
+                    "note": "a short run for orientation; use `depthport bench` for figures",
+                    "machine": machine, "roofline_method": roofline.METHOD,
+                    "probe": probe or {"skipped": probe_note}}
 
 
 def _add_probe(ctx, entries: list, threads: int) -> str | None:

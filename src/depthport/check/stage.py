@@ -8,7 +8,8 @@ import functools
 from pathlib import Path
 
 from ..atomic import write_bytes
-from ..core.schema import Verdict, set_check
+from ..core.report_model import Units, load
+from ..core.schema import ArtifactJson, ReportJson, Verdict
 from ..export.context import ExportContext
 from ..export.litert_variants import VARIANTS, Variant
 from ..export.small import small_export
@@ -23,43 +24,46 @@ from .verdict import NOT_REQUESTED, check_tflite, runtime_verdict
 BACKENDS = {"xnnpack": "XNNPACK", "coreml": "Core ML"}
 
 
-def apply(ctx: ExportContext, report: dict) -> None:
-    tflites = [a for a in report["artifacts"] if a["file"].endswith(".tflite")]
+def apply(ctx: ExportContext, report: dict | ReportJson) -> None:
+    report = ReportJson(report)
+    tflites = [a for a in report.artifacts if a.file.endswith(".tflite")]
     for i, art in enumerate(tflites, 1):
-        ctx.detail(f"GPU check {i}/{len(tflites)}: {art['file']}")
-        check_litert(ctx, art, ctx.out_dir / art["file"])
-    for art in report["artifacts"]:
-        if art["target"] in FP16_PTE_TARGETS:
+        ctx.detail(f"GPU check {i}/{len(tflites)}: {art.file}")
+        check_litert(ctx, art, ctx.out_dir / art.file)
+    for art in report.artifacts:
+        if art.target in FP16_PTE_TARGETS:
             fp16_arithmetic(ctx, art)
-        if art.get("delegation"):
-            verdict = delegation_verdict(art["delegation"], BACKENDS.get(art.get("backend"), art.get("backend")))
-            set_check(art, "delegation", verdict, required=True)
+        if art.delegation:
+            verdict = delegation_verdict(art.delegation, BACKENDS.get(art.backend, art.backend))
+            art.set_check("delegation", verdict, required=True)
 
 
-def fp16_arithmetic(ctx: ExportContext, art: dict) -> None:
+def fp16_arithmetic(ctx: ExportContext, art: dict | ArtifactJson) -> None:
     """What judges an fp16 .pte for devices that compute in FP16 (``fp16_arithmetic_entry``); a file of no known
     fp16 target (`depthport verify` of any fp16 .pte) is predicted in the plain ``xnnpack-fp16`` form."""
-    target = art["target"] if art["target"] in FP16_PTE_TARGETS else "xnnpack-fp16"
-    art["fp16_arithmetic"] = fp16_arithmetic_entry(lambda: fp16_prediction(ctx, PHONE_ACCUMULATE, target))
+    art = ArtifactJson(art)
+    target = art.target if art.target in FP16_PTE_TARGETS else "xnnpack-fp16"
+    art.fp16_arithmetic = fp16_arithmetic_entry(lambda: fp16_prediction(ctx, PHONE_ACCUMULATE, target))
 
 
-def check_litert(ctx: ExportContext, art: dict, path: Path) -> dict:
-    """Add the GPU verdicts and the FP16-compute prediction to a .tflite entry."""
+def check_litert(ctx: ExportContext, art: dict | ArtifactJson, path: Path) -> dict:
+    """Add the GPU verdicts and the FP16-compute prediction to a .tflite entry; returns the entry."""
+    art = ArtifactJson(art)
     found = check_tflite(path)
-    art["gpu_check"] = {"violations": found["violations"]}  # the verdicts are the checks below
-    runtime = gpu_runtime(ctx, path, VARIANTS.get(art["target"])) if ctx.options.run_gpu else None
+    art.gpu_check = {"violations": found["violations"]}  # the verdicts are the checks below
+    runtime = gpu_runtime(ctx, path, VARIANTS.get(art.target)) if ctx.options.run_gpu else None
     if runtime is not None:
-        art["gpu_runtime"] = runtime
+        art.gpu_runtime = runtime
     static = Verdict.from_dict(found["static"])
     on_gpu = runtime_verdict(runtime if runtime is not None else empty_runtime(NOT_REQUESTED))
-    for_gpu = art["target"] in GPU_TARGETS
-    set_check(art, "gpu_static", static, required=for_gpu and runtime is None)
-    set_check(art, "gpu_runtime", on_gpu, required=for_gpu and runtime is not None)
+    for_gpu = art.target in GPU_TARGETS
+    art.set_check("gpu_static", static, required=for_gpu and runtime is None)
+    art.set_check("gpu_runtime", on_gpu, required=for_gpu and runtime is not None)
     prediction = fp16_prediction(ctx)
     if prediction is not None:
-        art["fp16_compute"] = prediction
-    set_check(art, "fp16_compute", fp16_verdict(prediction), required=False)
-    return art
+        art.fp16_compute = prediction
+    art.set_check("fp16_compute", fp16_verdict(prediction), required=False)
+    return art.data
 
 
 def gpu_runtime(ctx: ExportContext, path: Path, variant: Variant | None) -> dict:
@@ -98,7 +102,7 @@ def fp16_prediction(ctx: ExportContext, accumulate: str | None = None,
         with torch_threads(ctx.options.threads):  # as verify runs the same model: its FP32 runs are eager runs
             ctx.fp16_predictions[key] = predict_fp16(
                 ctx.built.model, ctx.built.input_hw, normalize="fold_input_normalization" not in ctx.built.rewrites,
-                accumulate=mode, images=images, unit=ctx.built.spec.units()["label"] or "",
+                accumulate=mode, images=images, unit=load(Units, ctx.built.spec.units()).label or "",
                 on_layer=functools.partial(_layer_detail, ctx, what, len(images)), target=target,
                 prompts=prompts, cache=ctx.cache, cache_id=(*ctx.cache_id, ctx.built.rewrites, ctx.built.pos_formula),
                 subset=budget.of("FP16-compute prediction"), fp32_outputs=ctx.eager_outputs)

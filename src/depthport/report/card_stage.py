@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from ..atomic import write_text
+from ..core.schema import ReportJson
 from .card import render
 
 
-def apply(ctx, report: dict) -> None:
-    write_text(ctx.out_dir / "README.md", render(report))
+def apply(ctx, report: dict | ReportJson) -> None:
+    write_text(ctx.out_dir / "README.md", render(ReportJson(report).data))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from ..core.schema import ReportJson
 from .html import write_html
 
 
-def apply(ctx, report: dict) -> None:
-    report["report_html"] = "report.html"
-    write_html(ctx.out_dir / "report.html", report, ctx.figures)
+def apply(ctx, report: dict | ReportJson) -> None:
+    report = ReportJson(report)
+    report.report_html = "report.html"
+    write_html(ctx.out_dir / "report.html", report.data, ctx.figures)

@@ -16,6 +16,7 @@ import numpy as np
 from PIL import Image
 
 from ..core.ground_truth import BASELINE_M, DOFFS_PX, FOCAL_PX, depth_from_disparity, motorcycle
+from ..core.report_model import Units, load
 
 __all__ = ["BASELINE_M", "DOFFS_PX", "FOCAL_PX", "depth_from_disparity", "motorcycle", "score"]
 
@@ -29,13 +30,14 @@ def focal_at(input_hw: tuple[int, int], image_hw: tuple[int, int]) -> float:
     return FOCAL_PX * (input_hw[0] / image_hw[0] + input_hw[1] / image_hw[1]) / 2
 
 
-def metres_factor(units: dict | None, input_hw: tuple[int, int], image_hw: tuple[int, int]) -> float | None:
+def metres_factor(units: Units | dict | None, input_hw: tuple[int, int], image_hw: tuple[int, int]) -> float | None:
     """What turns the model's output on this scene into metres: 1 for metres, focal_px / focal_reference for
     canonical depth, None for an output that has no unit (``units``: report.json ``output_units``)."""
-    units = units or {}
-    if not units.get("metric"):
+    if isinstance(units, dict):
+        units = load(Units, units)
+    if units is None or not units.metric:
         return None
-    focal = units.get("focal_reference_px")
+    focal = units.focal_reference_px
     return focal_at(input_hw, image_hw) / focal if focal else 1.0
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.report_model import NotMeasured
+from ..core.schema import Fp16ArithmeticJson, ReportJson, not_measured_section
 from ..errors import InputError, error_text
 from ..runtimes.arm64 import run_pte
 from .parity import References, parity_record
@@ -25,12 +27,12 @@ def measure(path: Path, refs: References, threads: int, normalized: bool = True)
     try:
         run = run_pte(path, inputs, threads=threads)
     except (InputError, RuntimeError, OSError, subprocess.SubprocessError) as exc:
-        return {"not_measured": f"emulated ARMv8.2-A run: {error_text(exc)}"}
+        return not_measured_section(f"emulated ARMv8.2-A run: {error_text(exc)}")
     if not run.arithmetic:
-        return {"not_measured": run.description}
+        return not_measured_section(run.description)
     size = refs.input_hw[0] * refs.input_hw[1]
     if any(out.size != size for out in run.outputs):
-        return {"not_measured": f"emulated ARMv8.2-A run: {Path(path).name} returns {list(run.outputs[0].shape)}"}
+        return not_measured_section(f"emulated ARMv8.2-A run: {Path(path).name} returns {list(run.outputs[0].shape)}")
     outputs = {img: np.asarray(out, np.float32).reshape(refs.input_hw)
                for img, out in zip(refs.parity_names, run.outputs)}
     record = parity_record(outputs, refs, refs.label, "depthport eager model, same rewrites")
@@ -39,15 +41,17 @@ def measure(path: Path, refs: References, threads: int, normalized: bool = True)
     return record
 
 
-def apply(ctx, report: dict, refs: References, normalized: bool) -> None:
+def apply(ctx, report: dict | ReportJson, refs: References, normalized: bool) -> None:
     """Measure every fp16 .pte whose FP16-arithmetic evidence would otherwise be a prediction."""
     if not ctx.options.fp16_arm64:
         return
-    for art in report["artifacts"]:
-        found = art.get("fp16_arithmetic")
-        if found is None or found.get("arithmetic") or "error" in (art.get("parity") or {"error": None}):
+    for art in ReportJson(report).artifacts:
+        if art.fp16_arithmetic is None:
             continue
-        ctx.detail(f"{Path(art['file']).name} on the emulated ARMv8.2-A CPU", 0, 1)
-        found["emulated"] = measure(ctx.out_dir / art["file"], refs, ctx.options.threads, normalized)
-        if "not_measured" not in found["emulated"]:
-            found["evidence"] = "measured (emulated ARMv8.2-A)"
+        found = Fp16ArithmeticJson(art.fp16_arithmetic)
+        if found.arithmetic or art.parity_failed:
+            continue
+        ctx.detail(f"{Path(art.file).name} on the emulated ARMv8.2-A CPU", 0, 1)
+        found.emulated = measure(ctx.out_dir / art.file, refs, ctx.options.threads, normalized)
+        if not NotMeasured.matches(found.emulated):
+            found.evidence = "measured (emulated ARMv8.2-A)"

@@ -21,8 +21,9 @@ import copy
 import os
 from pathlib import Path
 
-from ..core.schema import (ERROR, FAIL, NOT_MEASURED, NOT_SHIPPED, PASS, SKIPPED, Verdict, file_status, set_check,
-                           verdict_of)
+from ..core.report_model import NotMeasured, Parity, Units, load
+from ..core.schema import (ERROR, FAIL, NOT_MEASURED, NOT_SHIPPED, PASS, SKIPPED, ArtifactJson, Fp16ArithmeticJson,
+                           Fp16PredictionJson, ReportJson, Verdict)
 from ..errors import InputError
 from ..outdir import NOT_SHIPPED_DIR
 
@@ -98,29 +99,32 @@ def thresholds(overrides: dict | list[str] | None = None, metric: bool = False) 
     return out
 
 
-def evaluate(parity: dict | None, precision: str | None, gates: dict[str, dict[str, float]], unit: str = "") -> dict:
+def evaluate(parity: Parity | NotMeasured | dict | None, precision: str | None, gates: dict[str, dict[str, float]],
+             unit: str = "") -> dict:
     """The parity verdict (``Verdict.to_dict()``) of one file; ``unit`` names the output's unit in the reasons
-    of the gates stated in it (mean_abs_*, max_abs).
+    of the gates stated in it (mean_abs_*, max_abs). ``parity``: the figures, typed or as report.json holds them.
 
-    Not measured when there are no figures (``parity`` None, or with "error" / "not_measured": its
-    ``cause``), when no thresholds exist for ``precision``, or when a thresholded figure is missing (the
-    float64 comparison switched off: ``parity["skipped"]`` lists what was skipped on request).
+    Not measured when there are no figures (``parity`` None or empty, or ``NotMeasured``: its ``cause``), when
+    no thresholds exist for ``precision``, or when a thresholded figure is missing (the float64 comparison
+    switched off: ``Parity.skipped`` lists what was skipped on request).
     """
+    if isinstance(parity, dict):
+        parity = load(Parity | NotMeasured, parity) if parity else None
     limits = gates.get((precision or "").lower()) or {}
-    if not parity or "error" in parity or "not_measured" in parity:
-        why = (parity or {}).get("error") or (parity or {}).get("not_measured") or "no parity figures"
-        return Verdict.not_measured(why, (parity or {}).get("cause", ERROR), limits).to_dict()
+    if not isinstance(parity, Parity):
+        why, cause = (parity.reason, parity.cause) if parity is not None else ("no parity figures", None)
+        return Verdict.not_measured(why, cause or ERROR, limits).to_dict()
     if not limits:
         why = (f"no thresholds for precision {precision!r}" if precision
                else "no precision known for this file (give --precision fp32|fp16|int8)")
         return Verdict.not_measured(why, ERROR).to_dict()
-    figures = {m: parity.get(m) for m in limits}
+    figures = {m: getattr(parity, m, None) for m in limits}
     # the evidence budget's subsets: of the float64 reference, and of parity itself
-    subset = parity.get("fp64_images") if "fp64_error_ratio" in limits else None
-    images = parity.get("parity_images")
+    subset = parity.fp64_images if "fp64_error_ratio" in limits else None
+    images = parity.parity_images
     failed, missing = [], []
     for metric, limit in limits.items():
-        value = parity.get(metric)
+        value = figures[metric]
         on = subset if subset and metric == "fp64_error_ratio" else images
         on = f" ({on})" if on else ""
         if value is None:
@@ -133,43 +137,44 @@ def evaluate(parity: dict | None, precision: str | None, gates: dict[str, dict[s
     if failed:
         return Verdict.failed(failed, figures, limits).to_dict()
     if missing:
-        skipped = [m for m in missing if m in parity.get("skipped", ())]
+        skipped = [m for m in missing if m in parity.skipped]
         cause = SKIPPED if len(skipped) == len(missing) else ERROR
         return Verdict.not_measured(f"{', '.join(missing)} not measured", cause, limits).to_dict()
     notes = [images or "", f"fp64_error_ratio: {subset}" if subset else ""]
     return Verdict.passed(figures, limits, "; ".join(n for n in notes if n)).to_dict()
 
 
-def fp16_arithmetic_verdict(art: dict, gates: dict[str, dict[str, float]], unit: str = "") -> Verdict:
+def fp16_arithmetic_verdict(art: dict | ArtifactJson, gates: dict[str, dict[str, float]], unit: str = "") -> Verdict:
     """The FP16 gate for devices that compute in FP16 (an fp16 .pte on an ARMv8.2 phone): the measured parity
     where the verifying CPU computes in FP16, else the measurement on the emulated ARMv8.2-A CPU when there is one
     (``verify.fp16_emulated``), else the prediction of XNNPACK's f16 kernels as ARM runs them. A storage-only
     measurement is never taken as this evidence. An x86 CPU with FP16 arithmetic keeps the FP16 subnormals that ARM
     flushes: its measurement and the ARM prediction must both pass."""
-    found = art["fp16_arithmetic"]
-    emulated = found.get("emulated") or {}
-    prediction = found.get("prediction")
-    if found.get("arithmetic"):
-        verdict = _located(verdict_of(art, "parity"), f"measured on FP16 arithmetic ({found.get('reason')})")
+    art = ArtifactJson(art)
+    found = Fp16ArithmeticJson(art.fp16_arithmetic)
+    emulated = load(Parity | NotMeasured, found.emulated) if found.emulated else None
+    prediction = Fp16PredictionJson(found.prediction) if found.prediction is not None else None
+    if found.arithmetic:
+        verdict = _located(art.verdict("parity"), f"measured on FP16 arithmetic ({found.reason})")
         if prediction is None or verdict.state == NOT_MEASURED:
             return verdict
         return _worse(verdict, _predicted(prediction, gates, unit, "subnormals kept here, flushed on ARM"))
-    if emulated and "not_measured" not in emulated:
+    if isinstance(emulated, Parity):
         return _located(Verdict.from_dict(evaluate(emulated, "fp16", gates, unit)),
-                        f"measured on FP16 arithmetic, emulated: {emulated.get('compute_reason')}")
-    emulation = f"; emulation not measured: {emulated['not_measured']}" if emulated else ""
+                        f"measured on FP16 arithmetic, emulated: {emulated.compute_reason}")
+    emulation = f"; emulation not measured: {emulated.reason}" if emulated else ""
     if prediction is None:
-        return Verdict.not_measured(f"{found.get('reason')}; the FP16 prediction is switched off (fp16_sim)"
+        return Verdict.not_measured(f"{found.reason}; the FP16 prediction is switched off (fp16_sim)"
                                     + emulation, SKIPPED)
-    return _predicted(prediction, gates, unit, f"not measured: {found.get('reason')}", emulation)
+    return _predicted(prediction, gates, unit, f"not measured: {found.reason}", emulation)
 
 
-def _predicted(prediction: dict, gates: dict, unit: str, why: str, tail: str = "") -> Verdict:
-    if "error" in prediction:
-        return Verdict.not_measured(f"XNNPACK FP16 prediction failed: {prediction['error']}")
-    verdict = Verdict.from_dict(evaluate(prediction.get("figures"), "fp16", gates, unit))
-    subset = f"; {prediction['subset']}" if prediction.get("subset") else ""
-    how = ("XNNPACK f16 kernels as on ARM, subnormals flushed" if prediction.get("accumulate") == "xnnpack-arm"
+def _predicted(prediction: Fp16PredictionJson, gates: dict, unit: str, why: str, tail: str = "") -> Verdict:
+    if prediction.error is not None:
+        return Verdict.not_measured(f"XNNPACK FP16 prediction failed: {prediction.error}")
+    verdict = Verdict.from_dict(evaluate(prediction.figures, "fp16", gates, unit))
+    subset = f"; {prediction.subset}" if prediction.subset else ""
+    how = ("XNNPACK f16 kernels as on ARM, subnormals flushed" if prediction.accumulate == "xnnpack-arm"
            else "XNNPACK f16 kernels")
     return _located(verdict, f"predicted ({how}, simulated), {why}{subset}{tail}")
 
@@ -191,56 +196,61 @@ def _worse(a: Verdict, b: Verdict) -> Verdict:
     return Verdict(state, (*a.reasons, *b.reasons), figures, a.thresholds or b.thresholds, cause)
 
 
-def unit_label(units: dict | None) -> str:
+def unit_label(units: Units | dict | None) -> str:
     """'m', 'm at focal 300 px' (canonical depth) or '' (no unit), from report.json ``output_units``."""
-    return (units or {}).get("label") or ""
+    if isinstance(units, dict):
+        units = load(Units, units)
+    return (units.label if units is not None else None) or ""
 
 
-def summary_figures(parity: dict) -> dict:
-    return {k: v for k, v in parity.items() if k != "per_image" and not k.startswith("vs_")}
+def summary_figures(parity: dict | None) -> dict:
+    """The parity section without its per-image figures and its comparisons with other references."""
+    return {k: v for k, v in (parity or {}).items() if k != "per_image" and not k.startswith("vs_")}
 
 
-def apply_gates(report: dict, out_dir: Path | None, gates: dict[str, dict[str, float]],
+def apply_gates(report: dict | ReportJson, out_dir: Path | None, gates: dict[str, dict[str, float]],
                 files: dict | None = None) -> None:
     """Judge every artifact: its parity verdict joins its other checks, and its status follows from the
     required ones (``schema.file_status``). In an export (``out_dir``) the files that do not ship move into
     ``out_dir/not-shipped/`` and are listed in the report; an artifact's ``file`` stays its path relative to
     ``out_dir``. With ``out_dir`` None (``depthport verify`` of the user's files) nothing moves."""
-    report["gates"] = gates
-    unit = unit_label(report.get("output_units"))
-    for art in report["artifacts"]:
-        verdict = Verdict.from_dict(evaluate(art.get("parity"), art.get("precision"), gates, unit))
-        compute = (art.get("parity") or {}).get("compute")
+    report = ReportJson(report)
+    report.gates = gates
+    unit = unit_label(report.output_units)
+    for art in report.artifacts:
+        parity = load(Parity | NotMeasured, art.parity) if art.parity else None
+        verdict = Verdict.from_dict(evaluate(parity, art.precision, gates, unit))
+        compute = parity.compute if isinstance(parity, Parity) else None
         if compute and verdict.state != NOT_MEASURED:
             verdict = Verdict(verdict.state, (*verdict.reasons, f"measured with {compute}"), verdict.figures,
                               verdict.thresholds)
-        set_check(art, "parity", verdict, required=True)
-        if "fp16_arithmetic" in art:
-            set_check(art, "fp16_arithmetic", fp16_arithmetic_verdict(art, gates, unit), required=True)
+        art.set_check("parity", verdict, required=True)
+        if art.fp16_arithmetic is not None:
+            art.set_check("fp16_arithmetic", fp16_arithmetic_verdict(art, gates, unit), required=True)
     settle(report, Path(out_dir) if out_dir is not None else None, files)
 
 
-def settle(report: dict, out_dir: Path | None, files: dict | None = None) -> None:
+def settle(report: dict | ReportJson, out_dir: Path | None, files: dict | None = None) -> None:
     """Set each artifact's status from its checks and, in an export (``out_dir``), move the files that do not
     ship into not-shipped/."""
+    report = ReportJson(report)
     if out_dir is not None:
-        report["not_shipped"] = []
-    for art in report["artifacts"]:
-        art["status"], art["status_reason"] = file_status(art)
-        if art["status"] != NOT_SHIPPED or out_dir is None:
+        report.not_shipped = []
+    for art in report.artifacts:
+        if art.settle() != NOT_SHIPPED or out_dir is None:
             continue
-        src = out_dir / art["file"]
-        name = Path(art["file"]).name
+        src = out_dir / art.file
+        name = Path(art.file).name
         parked = out_dir / NOT_SHIPPED_DIR / name
         parked.parent.mkdir(exist_ok=True)
         if src != parked and src.exists():
             os.replace(src, parked)
-        art["file"] = f"{NOT_SHIPPED_DIR}/{name}"
+        art.file = f"{NOT_SHIPPED_DIR}/{name}"
         for key, value in (files or {}).items():
             if Path(value) == src:
                 files[key] = parked
-        report["not_shipped"].append({
-            "file": art["file"], "target": art["target"], "precision": art.get("precision"),
-            "reasons": [art["status_reason"]], "parity": summary_figures(art.get("parity") or {}),
-            "note": "did not earn a slot: " + art["status_reason"],
+        report.not_shipped.append({
+            "file": art.file, "target": art.target, "precision": art.precision,
+            "reasons": [art.status_reason], "parity": summary_figures(art.parity),
+            "note": "did not earn a slot: " + art.status_reason,
         })

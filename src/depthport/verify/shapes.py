@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.schema import ERROR, FAIL, NOT_MEASURED, Verdict, set_check
+from ..core.report_model import NotMeasured, ShapeParity, load
+from ..core.schema import ERROR, FAIL, NOT_MEASURED, ArtifactJson, ReportJson, Verdict, failed_section
 from ..errors import InputError, error_text
 from ..runtimes import load_runner
-from .gates import evaluate
+from .gates import evaluate, summary_figures
 from .parity import References, parity_record, run_file
 
 
@@ -29,20 +30,19 @@ def verify_shapes(path: Path, refs: References, shapes: list, threads: int, gate
         outputs = run_file(runner, shaped, path.name, refs.eager_normalized)
         record = parity_record(outputs, shaped, refs.label)
         if shaped.reference64 is None:
-            record["skipped"] = ["fp64_error_ratio"]
-        summary = {k: v for k, v in record.items() if k != "per_image" and not k.startswith("vs_")}
-        out[f"{hw[0]}x{hw[1]}"] = {**summary, "gate": evaluate(record, "fp32", gates)}
+            record.update(skipped=["fp64_error_ratio"])
+        out[f"{hw[0]}x{hw[1]}"] = {**summary_figures(record), "gate": evaluate(record, "fp32", gates)}
     return out
 
 
-def shapes_verdict(art: dict, export_gate: dict) -> Verdict:
+def shapes_verdict(art: dict | ArtifactJson, export_gate: dict) -> Verdict:
     """Pass when the file passes the FP32 gate at the export shape (``export_gate``) and at every other shape."""
-    per_shape = art.get("shapes_parity") or {}
-    if "error" in per_shape:
-        return Verdict.not_measured(per_shape["error"], per_shape.get("cause", ERROR))
-    _, _, h, w = art["input_shape"]
-    verdicts = {f"{h}x{w}": Verdict.from_dict(export_gate),
-                **{hw: Verdict.from_dict(v["gate"]) for hw, v in per_shape.items()}}
+    art = ArtifactJson(art)
+    per_shape = load(dict[str, ShapeParity] | NotMeasured, art.shapes_parity) if art.shapes_parity else {}
+    if isinstance(per_shape, NotMeasured):
+        return Verdict.not_measured(per_shape.reason, per_shape.cause or ERROR)
+    _, _, h, w = art.input_shape
+    verdicts = {f"{h}x{w}": Verdict.from_dict(export_gate), **{hw: v.gate for hw, v in per_shape.items()}}
     figures = {hw: v.figures.get("rel_l2_pooled") for hw, v in verdicts.items()}
     failed = [f"{hw}: {v.text()}" for hw, v in verdicts.items() if v.state == FAIL]
     if failed:
@@ -54,14 +54,14 @@ def shapes_verdict(art: dict, export_gate: dict) -> Verdict:
     return Verdict.passed(figures, note="FP32 gate passed at " + ", ".join(verdicts))
 
 
-def apply(ctx, report: dict, refs: References, gates: dict) -> None:
+def apply(ctx, report: dict | ReportJson, refs: References, gates: dict) -> None:
     """Measure each onnx-dynamic file at its other shapes and add its required ``parity_shapes`` check (the gates
     stage then settles the file's status with it)."""
-    for art in (a for a in report["artifacts"] if a.get("verify_shapes")):
-        ctx.detail(f"{art['file']} at {len(art['verify_shapes'])} shapes")
+    for art in (a for a in ReportJson(report).artifacts if a.verify_shapes):
+        ctx.detail(f"{art.file} at {len(art.verify_shapes)} shapes")
         try:
-            art["shapes_parity"] = verify_shapes(ctx.out_dir / art["file"], refs, art["verify_shapes"],
-                                                 ctx.options.threads, gates)
+            art.shapes_parity = verify_shapes(ctx.out_dir / art.file, refs, art.verify_shapes, ctx.options.threads,
+                                              gates)
         except (InputError, RuntimeError, OSError, ValueError) as exc:
-            art["shapes_parity"] = {"error": f"verification at other shapes failed: {error_text(exc)}", "cause": ERROR}
-        set_check(art, "parity_shapes", shapes_verdict(art, evaluate(art.get("parity"), "fp32", gates)), required=True)
+            art.shapes_parity = failed_section(f"verification at other shapes failed: {error_text(exc)}")
+        art.set_check("parity_shapes", shapes_verdict(art, evaluate(art.parity, "fp32", gates)), required=True)

@@ -13,8 +13,10 @@ from ..check.fp16_compute import fp16_arithmetic_here
 from ..core.evidence_cache import EvidenceCache, weights_digest
 from ..core.memory import give_back
 from ..core.metrics import DELTA_DEFINITION
+from ..core.report_model import Units, load
 from ..core.prompts import builtin_prompt, prompt_input
-from ..core.schema import ERROR, SKIPPED, UNAVAILABLE
+from ..core.schema import (SKIPPED, UNAVAILABLE, ArtifactJson, ReportJson, VerifyJson, failed_section,
+                           not_measured_section)
 from ..errors import error_text
 from ..preprocess import InputError, to_tensor
 from ..runtimes import load_runner
@@ -143,12 +145,12 @@ def verify_file(path: Path, refs: References, threads: int, normalized: bool = T
     if keep is not None:
         keep(runner, (time.perf_counter() - t0) * 1e3 / max(1, len(outputs)))
     record = parity_record(outputs, refs, refs.label, "depthport eager model, same rewrites")
-    record["runtime"] = runner.runtime
+    record.update(runtime=runner.runtime)
     if precision == "fp16":
         found = fp16_arithmetic_here()
-        record["compute"], record["compute_reason"] = found["mode"], found["reason"]
+        record.update(compute=found["mode"], compute_reason=found["reason"])
     if refs.reference64 is None:
-        record["skipped"] = ["fp64_error_ratio"]
+        record.update(skipped=["fp64_error_ratio"])
     scene = scene_name(refs)
     return record, accuracy_of(runner, refs.input_hw, normalized, *_space_units(refs, space),
                                depth=outputs[scene] if scene else None), outputs
@@ -167,7 +169,7 @@ def summary_block(refs: References, source: str, threads: int, random_weights: b
 
 def accuracy_block(refs: References, random_weights: bool, space: str | None = None) -> dict:
     space, units = _space_units(refs, space)
-    metric, scene = bool((units or {}).get("metric")), scene_name(refs)
+    metric, scene = units is not None and load(Units, units).metric, scene_name(refs)
     return {"dataset": accuracy.DATASET, "method": accuracy.__doc__.split("\n\n")[1].replace("\n", " "),
             "space": space, "metric": metric, "meaningful": not random_weights,
             "note": accuracy.meaning(random_weights, space, metric),
@@ -184,9 +186,9 @@ def figures_entry(refs: References, name: str) -> dict:
             "eager": refs.output("eager", name) if refs.eager is not None else None, "variants": {}}
 
 
-def needs_fp64(ctx, report: dict) -> bool:
+def needs_fp64(ctx, report: dict | ReportJson) -> bool:
     """Float64 reference by default whenever an FP32 file is verified; off with the ``no_fp64`` option."""
-    return not ctx.options.no_fp64 and any(a.get("precision") == "fp32" for a in report["artifacts"])
+    return not ctx.options.no_fp64 and any(a.precision == "fp32" for a in ReportJson(report).artifacts)
 
 
 def _settle_dir(ctx) -> Path | None:
@@ -197,18 +199,19 @@ def _settle_dir(ctx) -> Path | None:
 def _label(ctx):
     """How report.html names each file's depth: by target in an export, by file name for the user's files (which
     may share a target)."""
-    return (lambda art: Path(art["file"]).name) if ctx.in_place else (lambda art: art["target"])
+    return (lambda art: Path(art.file).name) if ctx.in_place else (lambda art: art.target)
 
 
-def skipped(ctx, report: dict) -> None:
+def skipped(ctx, report: dict | ReportJson) -> None:
     """``--skip verify``: every file's parity is not measured, so none ships (each is unverified)."""
-    for art in report["artifacts"]:
-        art["parity"] = {"not_measured": "verification skipped on request (--skip verify)", "cause": SKIPPED}
+    for art in ReportJson(report).artifacts:
+        art.parity = not_measured_section("verification skipped on request (--skip verify)", SKIPPED)
     gates.apply_gates(report, _settle_dir(ctx), gates.thresholds(ctx.options.gates, ctx.built.spec.metric),
                       ctx.files)
 
 
-def apply(ctx, report: dict) -> None:
+def apply(ctx, report: dict | ReportJson) -> None:
+    report = ReportJson(report)
     thresholds = gates.thresholds(ctx.options.gates, ctx.built.spec.metric)
     threads = ctx.options.threads
     source, images, prompts, origins = ctx.verification_set()
@@ -226,8 +229,8 @@ def apply(ctx, report: dict) -> None:
             raise
         reason = (f"the upstream reference needs the Python package {exc.name!r}, which is not installed "
                   "(`make venv` installs it)")
-        for art in report["artifacts"]:
-            art["parity"] = {"error": reason, "cause": ERROR}
+        for art in report.artifacts:
+            art.parity = failed_section(reason)
         gates.apply_gates(report, ctx.out_dir, thresholds, ctx.files)
         return
     refs.parity_count, refs.keep = budget.parity_count, scene_name(refs)
@@ -236,7 +239,7 @@ def apply(ctx, report: dict) -> None:
     record_references(report, refs, source, threads, built.weights.random, space, origins)
     ctx.figures = figures_entry(refs, refs.names[0])
     verify_artifacts(ctx, report, refs, normalized, thresholds, space, _label(ctx))
-    report["verify"]["reference_cache"] = cache_summary(refs)
+    VerifyJson(report.verify).reference_cache = cache_summary(refs)
     gates.apply_gates(report, _settle_dir(ctx), thresholds, ctx.files)
 
 
@@ -248,11 +251,11 @@ def cache_summary(refs: References) -> dict:
     return {"used": True, **refs.cache.summary()}
 
 
-def record_references(report: dict, refs: References, source: str, threads: int, random_weights: bool,
-                      space: str | None = None, prompt_origins: dict | None = None) -> None:
+def record_references(report: dict | ReportJson, refs: References, source: str, threads: int,
+                      random_weights: bool, space: str | None = None, prompt_origins: dict | None = None) -> None:
     """What the files were verified against (``verify``) and the reference's own accuracy (``accuracy``)."""
-    report["verify"] = summary_block(refs, source, threads, random_weights, prompt_origins)
-    report["accuracy"] = accuracy_block(refs, random_weights, space)
+    ReportJson(report).update(verify=summary_block(refs, source, threads, random_weights, prompt_origins),
+                              accuracy=accuracy_block(refs, random_weights, space))
 
 
 KINDS = {"reference": "upstream FP32", "reference64": "upstream float64", "eager": "depthport eager"}
@@ -309,53 +312,55 @@ def reference_outputs(ctx, refs: References) -> None:
     give_back()
 
 
-def verify_artifacts(ctx, report: dict, refs: References, normalized: bool, thresholds: dict,
-                     space: str | None = None, label=lambda art: art["target"]) -> None:
-    """Parity and accuracy of every artifact (``ctx.out_dir / art["file"]``), into the artifact; each file's
+def verify_artifacts(ctx, report: dict | ReportJson, refs: References, normalized: bool, thresholds: dict,
+                     space: str | None = None, label=lambda art: art.target) -> None:
+    """Parity and accuracy of every artifact (``ctx.out_dir / art.file``), into the artifact; each file's
     depth of the first image into ``ctx.figures`` under ``label(art)``; web folders in Chromium and dynamic
     files at their other shapes. A file that fails to run gets a parity error, not an exception."""
+    report = ReportJson(report)
     threads, figures = ctx.options.threads, ctx.figures
-    files = [a for a in report["artifacts"] if not a.get("web") and a.get("runnable_here") is not False]
+    files = [a for a in report.artifacts if not a.web and a.runnable_here is not False]
     if files:
         try:
             reference_outputs(ctx, refs)
         except (ModuleNotFoundError, RuntimeError, OSError, ValueError):
             pass  # each file's verification below meets the same failure and records it as its parity error
     n, k, i = len(files), len(refs.parity_names), 0
-    for art in report["artifacts"]:
-        if art.get("web"):  # a folder with a browser page: verified in Chromium below
+    for art in report.artifacts:
+        if art.web:  # a folder with a browser page: verified in Chromium below
             continue
-        if art.get("runnable_here") is False:
-            art["parity"] = {"not_measured": art.get("parity_note", "this file cannot run on this machine"),
-                             "cause": UNAVAILABLE}
+        if art.runnable_here is False:
+            art.parity = not_measured_section(art.parity_note or "this file cannot run on this machine", UNAVAILABLE)
             continue
         i += 1
-        what = f"{Path(art['file']).name} ({i}/{n})"
+        what = f"{Path(art.file).name} ({i}/{n})"
         ctx.detail(f"{what} on {k} images", (i - 1) * k, n * k)
         try:
-            art["parity"], art["accuracy"], outputs = verify_file(
-                ctx.out_dir / art["file"], refs, threads, normalized, space, art.get("precision"),
+            parity, scores, outputs = verify_file(
+                ctx.out_dir / art.file, refs, threads, normalized, space, art.precision,
                 on_image=lambda j: ctx.detail(f"{what}: images {j}/{k}", (i - 1) * k + j, n * k),
                 keep=keep_warm(ctx, report, art))
         except (InputError, ModuleNotFoundError, RuntimeError, OSError, ValueError) as exc:
-            art["parity"] = {"error": f"verification failed: {error_text(exc)}", "cause": ERROR}
+            art.parity = failed_section(f"verification failed: {error_text(exc)}")
             continue
+        art.update(parity=parity, accuracy=scores)
         figures["variants"][label(art)] = np.asarray(outputs[refs.names[0]])
     fp16_emulated.apply(ctx, report, refs, normalized)
     web_folder.apply(ctx, report, refs, figures)
     shapes.apply(ctx, report, refs, thresholds)
 
 
-def keep_warm(ctx, report: dict, art: dict):
+def keep_warm(ctx, report: dict | ReportJson, art: dict | ArtifactJson):
     """Where verify leaves ``art``'s runner for the bench stage (``ExportContext.warm_runners``), or None: only in an
     export that benches, and not when verify's later steps load more (the emulated ARM CPU, a browser, references at
     other shapes) beside the files' runtimes."""
     if ctx.in_place or ctx.options.skips("bench") or ctx.options.fp16_arm64:
         return None
-    if any(a.get("web") or a.get("verify_shapes") for a in report["artifacts"]):
+    if any(a.web or a.verify_shapes for a in ReportJson(report).artifacts):
         return None
+    target = ArtifactJson(art).target
 
     def keep(runner, ms: float) -> None:
-        ctx.warm_runners[art["target"]] = (runner, ms)
+        ctx.warm_runners[target] = (runner, ms)
 
     return keep

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..check import webgpu_verdict
 from ..core import metrics
-from ..core.schema import ERROR, Verdict, set_check
+from ..core.schema import ERROR, ArtifactJson, BrowserJson, ReportJson, Verdict, failed_section
 from ..errors import InputError, error_text
 from ..export.small import SmallExport, small_export
 from ..web import chromium
@@ -218,12 +218,12 @@ def assemble(job: WebJob, browser, adapter: str, wasm: dict, runs: dict, small: 
              shown: dict) -> WebResult:
     refs = job.refs
     if "error" in wasm:
-        parity = {"error": f"the page failed on WASM: {wasm['error']}", "cause": ERROR}
+        parity = failed_section(f"the page failed on WASM: {wasm['error']}")
     else:
         parity = parity_record(wasm["outputs"], refs, refs.label, "depthport eager model, same rewrites")
-        parity["runtime"] = f"{job.config['runtime']} {job.config['runtime_version']} (WASM, {browser.version})"
+        parity.update(runtime=f"{job.config['runtime']} {job.config['runtime_version']} (WASM, {browser.version})")
         if refs.reference64 is None:
-            parity["skipped"] = ["fp64_error_ratio"]
+            parity.update(skipped=["fp64_error_ratio"])
     verdicts = {}
     for name, check, verdict in (("webgpu-fp32", "webgpu_fp32", webgpu_verdict.webgpu_fp32_verdict),
                                  ("webgpu-fp16", "webgpu_fp16", webgpu_verdict.webgpu_fp16_verdict)):
@@ -251,26 +251,27 @@ def driver_version() -> str:
         return "playwright (version unknown)"
 
 
-def record(art: dict, result: WebResult | None, error: str | None = None) -> None:
+def record(art: dict | ArtifactJson, result: WebResult | None, error: str | None = None) -> None:
     """Put a web folder's results (or why there are none) into its artifact entry: ``parity`` (the gate judges it),
     ``browser`` and the required ``webgpu_fp32`` check beside the informative ``webgpu_fp16``."""
+    art = ArtifactJson(art)
     if result is None:
-        art["parity"] = {"error": f"browser verification failed: {error}", "cause": ERROR}
-        set_check(art, "webgpu_fp32", Verdict.not_measured(f"browser verification failed: {error}"), required=True)
+        art.parity = failed_section(f"browser verification failed: {error}")
+        art.set_check("webgpu_fp32", Verdict.not_measured(f"browser verification failed: {error}"), required=True)
         return
-    art["parity"], art["browser"] = result.parity, result.browser
-    set_check(art, "webgpu_fp32", result.verdicts["webgpu_fp32"], required=True)
-    set_check(art, "webgpu_fp16", result.verdicts["webgpu_fp16"], required=False)
+    art.update(parity=result.parity, browser=result.browser)
+    art.set_check("webgpu_fp32", result.verdicts["webgpu_fp32"], required=True)
+    art.set_check("webgpu_fp16", result.verdicts["webgpu_fp16"], required=False)
 
 
-def apply(ctx, report: dict, refs: References, figures: dict) -> None:
+def apply(ctx, report: dict | ReportJson, refs: References, figures: dict) -> None:
     """The verify stage's part for web folders: one shared browser, each folder's results into its artifact, the
     screenshot beside the report (and into report.html through ``figures``)."""
     from ..export.targets import WEB_TARGETS
 
-    for art in (a for a in report["artifacts"] if a["target"] in WEB_TARGETS):
-        ctx.detail(f"{art['file']} in headless Chromium")
-        job = WebJob(ctx.out_dir / art["file"], refs, ctx.built, ctx.scratch, ctx.options.threads,
+    for art in (a for a in ReportJson(report).artifacts if a.target in WEB_TARGETS):
+        ctx.detail(f"{art.file} in headless Chromium")
+        job = WebJob(ctx.out_dir / art.file, refs, ctx.built, ctx.scratch, ctx.options.threads,
                      ctx.options.web_fast_shaders, small=ctx.small)
         try:
             result = verify_folder(job)
@@ -279,9 +280,9 @@ def apply(ctx, report: dict, refs: References, figures: dict) -> None:
             continue
         record(art, result)
         if result.screenshot:
-            name = f"{Path(art['file']).name}_screenshot.png"
+            name = f"{Path(art.file).name}_screenshot.png"
             (ctx.out_dir / name).write_bytes(result.screenshot)
-            art["browser"]["screenshot"] = name
-            figures.setdefault("screenshots", {})[art["target"]] = result.screenshot
+            BrowserJson(art.browser).screenshot = name
+            figures.setdefault("screenshots", {})[art.target] = result.screenshot
         if result.depth is not None:
-            figures["variants"][f"{art['target']} (Chromium, WASM)"] = result.depth
+            figures["variants"][f"{art.target} (Chromium, WASM)"] = result.depth
