@@ -15,6 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from .core.schema import recorded_files
 from .errors import InputError
 
 NOT_SHIPPED_DIR = "not-shipped"  # where the files that did not earn a slot go (verify.gates)
@@ -52,17 +53,7 @@ def previous_files(out: Path) -> list[str]:
         report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return []
-    if not isinstance(report, dict) or not isinstance(report.get("artifacts"), list):
-        return []
-    if isinstance(report.get("written_files"), list):
-        return [str(p) for p in report["written_files"]]
-    names = ["report.json"] + [n for n in REPORT_FILES[1:] if n == report.get("report_html") or n == "README.md"]
-    for art in report["artifacts"]:
-        if isinstance(art, dict) and isinstance(art.get("file"), str):
-            names.append(art["file"])
-            if isinstance(art.get("mlpackage"), dict):
-                names.append(str(Path(art["file"]).parent / art["mlpackage"].get("file", "")))
-    return names
+    return recorded_files(report, REPORT_FILES[1:])
 
 
 def _inside(out: Path, rel: str) -> Path | None:

@@ -13,6 +13,7 @@ from PIL import Image
 
 from .atomic import atomic_paths
 from .core.report_model import Units, load
+from .core.schema import ReportJson
 from .outdir import check_output_file
 from .preprocess import InputError, letterbox_box, load_image, to_tensor
 from .registry import MODELS
@@ -20,14 +21,14 @@ from .runtimes import load_runner
 from .visualize import colorize, depth_range, with_colorbar
 
 
-def export_report(model_path: Path) -> dict:
-    """The report.json of the file's export folder, or {} when there is none (or it is unreadable)."""
+def export_report(model_path: Path) -> ReportJson:
+    """The report.json of the file's export folder; empty when there is none (or it is unreadable)."""
     report = model_path.parent / "report.json"
     try:
         data = json.loads(report.read_text()) if report.exists() else {}
     except (OSError, json.JSONDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        return ReportJson({})
+    return ReportJson(data if isinstance(data, dict) else {})
 
 
 def model_input(image: Image.Image, model_path: Path, hw: tuple[int, int], letterbox: bool = False) -> np.ndarray:
@@ -36,8 +37,8 @@ def model_input(image: Image.Image, model_path: Path, hw: tuple[int, int], lette
     Depth Anything 3's own area/cubic resize), or letterboxed on request. Without a report naming a known model,
     a bicubic stretch."""
     report = export_report(model_path)
-    normalize = "folded" not in str(report.get("normalization", ""))
-    spec = MODELS.get(str(report.get("model", "")))
+    normalize = "folded" not in str(report.normalization or "")
+    spec = MODELS.get(str(report.model or ""))
     if letterbox or spec is None:
         return to_tensor(image, hw, normalize=normalize, letterbox=letterbox)
     return spec.preprocess(image, hw, normalize)
@@ -47,9 +48,9 @@ def output_units(model_path: Path) -> Units | None:
     """The file's output units, as its export's report states them (or, for an older report, its model id's);
     None when no report says which model the file is."""
     report = export_report(model_path)
-    if isinstance(report.get("output_units"), dict):
-        return load(Units, report["output_units"])
-    spec = MODELS.get(str(report.get("model", "")))
+    if isinstance(report.output_units, dict):
+        return load(Units, report.output_units)
+    spec = MODELS.get(str(report.model or ""))
     return load(Units, spec.units()) if spec is not None else None
 
 

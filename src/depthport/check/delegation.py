@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..core.report_model import Delegation, load
 from ..core.schema import Verdict
 
 # A delegated file: at most one delegate subgraph (no CPU round trips between partitions) and at least this
@@ -9,18 +10,20 @@ from ..core.schema import Verdict
 MIN_COVERAGE, MAX_SUBGRAPHS = 0.99, 1
 
 
-def delegation_verdict(report: dict, backend: str) -> Verdict:
-    """Pass when the backend takes the graph in one piece (``MIN_COVERAGE``, ``MAX_SUBGRAPHS``)."""
-    figures = {k: report[k] for k in ("delegated", "portable", "subgraphs", "coverage")}
+def delegation_verdict(found: Delegation | dict, backend: str) -> Verdict:
+    """Pass when the backend takes the graph in one piece (``MIN_COVERAGE``, ``MAX_SUBGRAPHS``); ``found``: the
+    artifact's ``delegation``, typed or as report.json holds it."""
+    d = load(Delegation, found) if isinstance(found, dict) else found
+    figures = {"delegated": d.delegated, "portable": d.portable, "subgraphs": d.subgraphs, "coverage": d.coverage}
     limits = {"coverage": MIN_COVERAGE, "subgraphs": MAX_SUBGRAPHS}
     problems = []
-    if report["coverage"] < MIN_COVERAGE:
-        left = ", ".join(f"{op} x{n}" for op, n in list(report["portable_ops"].items())[:5])
-        problems.append(f"{backend} takes {100 * report['coverage']:.1f} % of the ops (< {100 * MIN_COVERAGE:g} %); "
+    if d.coverage < MIN_COVERAGE:
+        left = ", ".join(f"{op} x{n}" for op, n in list(d.portable_ops.items())[:5])
+        problems.append(f"{backend} takes {100 * d.coverage:.1f} % of the ops (< {100 * MIN_COVERAGE:g} %); "
                         f"left on portable kernels: {left}")
-    if report["subgraphs"] > MAX_SUBGRAPHS:
-        problems.append(f"{report['subgraphs']} {backend} subgraphs (CPU round trips between them)")
+    if d.subgraphs > MAX_SUBGRAPHS:
+        problems.append(f"{d.subgraphs} {backend} subgraphs (CPU round trips between them)")
     if problems:
         return Verdict.failed(problems, figures, limits)
-    return Verdict.passed(figures, limits, f"{report['delegated']}/{report['delegated'] + report['portable']} ops "
-                                           f"in {report['subgraphs']} {backend} subgraph(s)")
+    return Verdict.passed(figures, limits, f"{d.delegated}/{d.delegated + d.portable} ops "
+                                           f"in {d.subgraphs} {backend} subgraph(s)")

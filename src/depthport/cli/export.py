@@ -168,13 +168,12 @@ def licence_notice(err, opts) -> None:
 def exit_status(report: dict) -> int:
     """0 when every requested target shipped (or is unverified only because a check was skipped on request);
     otherwise 1, with one line per target on stderr naming why."""
-    from ..core.schema import SHIPPED, UNVERIFIED, skipped_only
+    from ..core.schema import SHIPPED, UNVERIFIED, ReportJson, skipped_only
 
-    bad = [a for a in report["artifacts"]
-           if a["status"] != SHIPPED and not (a["status"] == UNVERIFIED and skipped_only(a))]
+    bad = [a for a in ReportJson(report).artifacts
+           if a.status != SHIPPED and not (a.status == UNVERIFIED and skipped_only(a))]
     for art in bad:
-        print(f"depthport export: {art['target']} ({art['file']}) {art['status']}: {art['status_reason']}",
-              file=sys.stderr)
+        print(f"depthport export: {art.target} ({art.file}) {art.status}: {art.status_reason}", file=sys.stderr)
     return 1 if bad else 0
 
 

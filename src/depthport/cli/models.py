@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..core.report_model import Units, load
 from ..spec import focal_formula
 from .common import console
 
@@ -40,12 +41,12 @@ def run(args) -> int:
 
 def _output(spec) -> str:
     """The output's meaning, with its unit: 'metres (0-20 m)', 'metres = value x focal_px / 300', ..."""
-    units = spec.units()
+    units = load(Units, spec.units())
     if spec.prompted:
         h, w = spec.prompt_hw
         return f"metres (prompt depth {h}x{w} in)"
-    if units["max_depth_m"] is not None:
-        return f"metres (0-{units['max_depth_m']:g} m)"
-    if units["focal_reference_px"] is not None:
-        return focal_formula(units["focal_reference_px"])
-    return units["meaning"]
+    if units.max_depth_m is not None:
+        return f"metres (0-{units.max_depth_m:g} m)"
+    if units.focal_reference_px is not None:
+        return focal_formula(units.focal_reference_px)
+    return units.meaning

@@ -56,7 +56,7 @@ def run(args) -> int:
                          "frame); for a folder or a pattern, put NAME.prompt.png or NAME.prompt.npy beside each NAME.jpg")
     out = Path(args.output or DEFAULT_OUTPUT[inputs.kind])
     code = _one(args, out, options) if inputs.kind == "image" else _many(args, inputs, out, options)
-    if export_report(Path(args.file)).get("random_weights"):
+    if export_report(Path(args.file)).random_weights:
         console(stderr=True).print("[bold red]RANDOM WEIGHTS: this file was exported from random weights; "
                                    "its depth means nothing[/]")
     return code

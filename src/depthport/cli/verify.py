@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..core.schema import ArtifactJson, ReportJson
 from ..errors import InputError, MissingDependency
 from . import verify_web
 from .common import add_evidence_args, check_prompt_input, thread_count
@@ -43,33 +44,33 @@ def add_parser(subparsers):
     return p
 
 
-def sibling_report(path: Path) -> dict:
-    """The export's report.json for a file in an export folder (or its not-shipped/ subfolder), or {}."""
+def sibling_report(path: Path) -> ReportJson:
+    """The export's report.json for a file in an export folder (or its not-shipped/ subfolder); empty when there
+    is none."""
     for folder in (path.parent, path.parent.parent):
         candidate = folder / "report.json"
         if candidate.is_file():
             try:
-                report = json.loads(candidate.read_text())
+                report = ReportJson(json.loads(candidate.read_text()))
             except json.JSONDecodeError:
-                return {}
-            names = {Path(a.get("file", "")).name for a in report.get("artifacts", [])}
-            if path.name in names:
+                return ReportJson({})
+            if report.artifact(path.name) is not None:
                 return report
-    return {}
+    return ReportJson({})
 
 
-def artifact_info(report: dict, path: Path) -> dict:
-    return next((a for a in report.get("artifacts", []) if Path(a.get("file", "")).name == path.name), {})
+def artifact_info(report: ReportJson, path: Path) -> ArtifactJson:
+    """The entry of ``path`` in its export's report; empty when there is none."""
+    return report.artifact(path.name) or ArtifactJson({})
 
 
 def run(args) -> int:
     from rich.console import Console
 
-    from ..atomic import write_text
     from ..build import build
     from ..check import stage as check_stage
     from ..core.evidence_budget import evidence_budget
-    from ..core.schema import PASS, dumps
+    from ..core.schema import PASS, write_report
     from ..export.context import ExportContext, StageOptions
     from ..preprocess import parse_size
     from ..quiet import native_stderr_muted
@@ -89,10 +90,10 @@ def run(args) -> int:
         if not path.is_file():
             raise InputError(f"model file not found: {path}")
     info = sibling_report(paths[0])
-    model_id = args.reference or info.get("model")
+    model_id = args.reference or info.model
     if not model_id:
         raise InputError("no --reference MODEL given and no report.json beside the file says which model it is")
-    weights = args.weights or info.get("weights")
+    weights = args.weights or info.weights
     if not weights:
         raise InputError("no --weights given and no report.json beside the file names them")
     spec = get_spec(model_id)
@@ -106,9 +107,9 @@ def run(args) -> int:
         check_prompt_input(spec, f"{paths[0].name} takes {1 + len(extra)} input(s)", bool(extra))
         for path in paths:
             check_shapes(load_runner(path, threads=threads), input_hw, path.name)
-        rewrites = info.get("rewrites") or default_rewrites()
+        rewrites = info.rewrites or default_rewrites()
         status.update(f"building {spec.id} at {input_hw[0]}x{input_hw[1]}")
-        built = build(spec, input_hw, weights, rewrites=rewrites, pos_formula=info.get("pos_embed_formula"),
+        built = build(spec, input_hw, weights, rewrites=rewrites, pos_formula=info.pos_embed_formula,
                       prompt_hw=tuple(extra[0][-2:]) if extra else None)
         options = StageOptions(images=args.images, threads=threads, gates=args.gate, no_fp64=args.no_fp64,
                                no_cache=args.no_cache, fp16_arm64=args.fp16_arm64,
@@ -116,34 +117,32 @@ def run(args) -> int:
         ctx = ExportContext(built, Path("."), spec.id.replace("-", "_"), options=options,
                             progress=StatusDetail(status), in_place=True)
         budget = evidence_budget(built.parameter_count, input_hw, len(ctx.verification_set()[1]), args.evidence_images)
-        report = new_report(spec, built, args.command_line, evidence_budget=budget.as_entry())
+        report = ReportJson(new_report(spec, built, args.command_line, evidence_budget=budget.as_entry()))
         for path in paths:
-            art = file_entry(path, artifact_info(sibling_report(path), path), args.precision, input_hw)
-            if path.suffix == ".pte" and art["precision"] == "fp16":
+            art = report.add(file_entry(path, artifact_info(sibling_report(path), path), args.precision, input_hw))
+            if path.suffix == ".pte" and art.precision == "fp16":
                 status.update(f"predicting XNNPACK's FP16 arithmetic for {path.name}")
                 check_stage.fp16_arithmetic(ctx, art)
-            report["artifacts"].append(art)
         try:
-            verify_stage.apply(ctx, report)
+            verify_stage.apply(ctx, report.data)
         except ModuleNotFoundError as exc:
             raise MissingDependency(exc.name or "?", f"the upstream reference of {spec.id}") from None
     out = Path(args.out) if args.out else paths[0].parent / f"verify-{paths[0].stem}"
     out.mkdir(parents=True, exist_ok=True)
-    write_text(out / "report.json", dumps(report))
-    write_html(out / "report.html", report, ctx.figures)
-    print_summary(report, out)
-    return 0 if all(all(c["state"] == PASS for c in a["checks"].values() if c["required"])
-                    for a in report["artifacts"]) else 1
+    write_report(out, report)
+    write_html(out / "report.html", report.data, ctx.figures)
+    print_summary(report.data, out)
+    return 0 if all(v.state == PASS for a in report.artifacts for v in a.required().values()) else 1
 
 
-def file_entry(path: Path, known: dict, precision: str | None, input_hw: tuple[int, int]) -> dict:
+def file_entry(path: Path, known: ArtifactJson, precision: str | None, input_hw: tuple[int, int]) -> ArtifactJson:
     """One user file's report entry: its precision (``--precision``, else its export's report), target and size;
     the GPU check its export recorded travels with it."""
-    art = {"file": str(path), "target": known.get("target", path.suffix.lstrip(".")),
-           "precision": precision or known.get("precision"), "bytes": path.stat().st_size,
-           "input_shape": [1, 3, *input_hw]}
-    if "gpu_check" in known:
-        art["gpu_check"] = known["gpu_check"]
+    art = ArtifactJson({})
+    art.update(file=str(path), target=known.target or path.suffix.lstrip("."), precision=precision or known.precision,
+               bytes=path.stat().st_size, input_shape=[1, 3, *input_hw])
+    if known.gpu_check is not None:
+        art.gpu_check = known.gpu_check
     return art
 
 

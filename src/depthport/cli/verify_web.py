@@ -57,8 +57,8 @@ def measure(args, folder: Path, config: dict):
 
 
 def run_web(args, paths: list[Path]) -> int:
-    from ..atomic import write_bytes, write_text
-    from ..core.schema import SHIPPED, UNVERIFIED, dumps, skipped_only
+    from ..atomic import write_bytes
+    from ..core.schema import SHIPPED, UNVERIFIED, ArtifactJson, BrowserJson, ReportJson, skipped_only, write_report
     from ..quiet import native_stderr_muted
     from ..report.header import new_report
     from ..report.html import write_html
@@ -74,14 +74,16 @@ def run_web(args, paths: list[Path]) -> int:
     with console(stderr=True).status(f"verifying {folder} in headless Chromium"), native_stderr_muted(not args.verbose):
         built, refs, source, result, prompt_origins = measure(args, folder, config)
     target = "web" if config["runtime"] == "litert.js" else "web-onnx"
-    art = {"file": str(folder), "target": target, "precision": "fp32", "bytes": folder_bytes(folder),
-           "input_shape": config["input_shape"], "runtime": f"{config['runtime']} {config['runtime_version']}",
-           "web": {"runtime": config["runtime"], "model_file": config["model_file"]}}
+    art = ArtifactJson({})
+    art.update(file=str(folder), target=target, precision="fp32", bytes=folder_bytes(folder),
+               input_shape=config["input_shape"], runtime=f"{config['runtime']} {config['runtime_version']}",
+               web={"runtime": config["runtime"], "model_file": config["model_file"]})
     web_folder.record(art, result)
     thresholds = gates.thresholds(args.gate, built.spec.metric)
-    report = new_report(built.spec, built, args.command_line,
-                        verify=summary_block(refs, source, args.threads, built.weights.random, prompt_origins))
-    report["artifacts"].append(art)
+    report = ReportJson(new_report(built.spec, built, args.command_line,
+                                   verify=summary_block(refs, source, args.threads, built.weights.random,
+                                                        prompt_origins)))
+    report.add(art)
     gates.apply_gates(report, None, thresholds)
     out = Path(args.out) if args.out else folder.parent / f"verify-{folder.name}"
     out.mkdir(parents=True, exist_ok=True)
@@ -90,12 +92,12 @@ def run_web(args, paths: list[Path]) -> int:
         figures["variants"][f"{target} (Chromium, WASM)"] = result.depth
     if result.screenshot:
         write_bytes(out / "screenshot.png", result.screenshot)
-        art["browser"]["screenshot"] = "screenshot.png"
+        BrowserJson(art.browser).screenshot = "screenshot.png"
         figures["screenshots"] = {target: result.screenshot}
-    write_text(out / "report.json", dumps(report))
-    write_html(out / "report.html", report, figures)
-    print_web(report, out)
-    return 0 if art["status"] == SHIPPED or (art["status"] == UNVERIFIED and skipped_only(art)) else 1
+    write_report(out, report)
+    write_html(out / "report.html", report.data, figures)
+    print_web(report.data, out)
+    return 0 if art.status == SHIPPED or (art.status == UNVERIFIED and skipped_only(art)) else 1
 
 
 def print_web(data: dict, out: Path) -> None:

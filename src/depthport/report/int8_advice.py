@@ -19,8 +19,9 @@ DOT_PRODUCT = {"avx512_vnni": "AVX512-VNNI", "avx_vnni": "AVX-VNNI", "amx_int8":
 PAYS_OFF = 1.05  # at least 5 % faster than the FP32 file: below that the difference is within run-to-run noise
 
 
-def dot_product_features(isa: dict) -> list[str]:
-    return [name for key, name in DOT_PRODUCT.items() if isa.get(key)]
+def dot_product_features(isa: dict[str, bool] | None) -> list[str]:
+    """The INT8 dot-product features among ``isa`` (None: flags unknown)."""
+    return [name for key, name in DOT_PRODUCT.items() if isa is not None and isa.get(key)]
 
 
 def int8_view(report: Report) -> dict | None:
@@ -41,5 +42,5 @@ def int8_view(report: Report) -> dict | None:
                      "here": None if ratio is None else ("yes" if ratio >= PAYS_OFF else "no")})
     if not rows:
         return None
-    return {"rows": rows, "isa_measured": isa is not None, "dot_product": dot_product_features(isa or {}),
+    return {"rows": rows, "isa_measured": isa is not None, "dot_product": dot_product_features(isa),
             "pays_off": PAYS_OFF}
