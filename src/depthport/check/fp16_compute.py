@@ -9,7 +9,7 @@ from typing import Callable
 import torch
 
 from ..core.machine import fp16_arithmetic
-from ..core.schema import SKIPPED, Verdict
+from ..core.schema import SKIPPED, Fp16ArithmeticJson, Fp16PredictionJson, Verdict, failed_section
 from ..errors import error_text
 from ..fp16.safe import fp16_safe_norm
 from ..fp16.simulate import XNNPACK_MODES, simulate_fp16
@@ -71,22 +71,22 @@ def _prediction(model, x: list, names: list[str], accumulate: str, unit: str, on
     prediction = simulate_fp16(model, x, accumulate=accumulate, on_layer=on_layer)
     if keep is not None:
         keep += prediction.fp32_outputs
-    entry = prediction.as_entry()
-    entry["images"] = names
+    entry = Fp16PredictionJson(prediction.as_entry())
+    entry.images = names
     if unit:
         entry.update(unit=unit, tolerance_m=METRIC_TOLERANCE_M)
-        if not entry["mean_abs_worst"] <= METRIC_TOLERANCE_M:
-            entry["needs_enforce_f32"] = True
-    if entry["needs_enforce_f32"] and accumulate not in XNNPACK_MODES:  # the xnnpack forms pre-scale their norms
+        if not entry.mean_abs_worst <= METRIC_TOLERANCE_M:
+            entry.needs_enforce_f32 = True
+    if entry.needs_enforce_f32 and accumulate not in XNNPACK_MODES:  # the xnnpack forms pre-scale their norms
         fixed = copy.deepcopy(model)
         try:
             fp16_safe_norm(fixed)
         except ValueError as exc:
-            entry["with_fp16_safe_norm"] = {"error": str(exc)}
+            entry.with_fp16_safe_norm = failed_section(str(exc), None)
         else:
             after = simulate_fp16(fixed, x, accumulate=accumulate).as_entry()
-            entry["with_fp16_safe_norm"] = {k: after[k] for k in SUMMARY_KEYS}
-    return json.loads(json.dumps(entry, default=str))
+            entry.with_fp16_safe_norm = {k: after[k] for k in SUMMARY_KEYS}
+    return json.loads(json.dumps(entry.data, default=str))
 
 
 def xnnpack_fp16_form(model: torch.nn.Module, split_k: int | None = None,
@@ -114,10 +114,12 @@ def fp16_arithmetic_here(machine: dict | None = None) -> dict:
     except (ImportError, RuntimeError, OSError, ValueError) as exc:
         return {**found, "sentinel": f"not measured: {error_text(exc)}"}
     says, seen = fp16_sentinel.accumulates_in_fp16(total), fp16_sentinel.describe(total)
-    if found["arithmetic"] is not says:
+    reason = Fp16ArithmeticJson(found).reason
+    if Fp16ArithmeticJson(found).arithmetic is not says:
+        reason = f"{reason}; but the runtime disagrees, and decides"
         found = {**found, "arithmetic": says, "mode": "fp16 arithmetic" if says else "fp16 storage only",
-                 "reason": f"{found['reason']}; but the runtime disagrees, and decides"}
-    return {**found, "sentinel": seen, "reason": f"{found['reason']}; {seen}"}
+                 "reason": reason}
+    return {**found, "sentinel": seen, "reason": f"{reason}; {seen}"}
 
 
 # The FP16 arithmetic an fp16 .pte is judged for where it is not measured: XNNPACK's f16 kernels as an ARM phone runs
@@ -130,40 +132,41 @@ def fp16_arithmetic_entry(predict: Callable[[], dict | None], machine: dict | No
     in FP16 arithmetic (``fp16_arithmetic_here``), else ``predict()``, the prediction of XNNPACK's f16 kernels as
     on ARM (``PHONE_ACCUMULATE``; None when switched off). An x86 CPU with FP16 arithmetic keeps FP16 subnormals,
     which ARM flushes: there the prediction is made too, and both judge the file."""
-    found = fp16_arithmetic_here(machine)
-    keeps = found["arithmetic"] and found.get("subnormals") == "kept"
+    found = Fp16ArithmeticJson(fp16_arithmetic_here(machine))
+    keeps = found.arithmetic and found.subnormals == "kept"
     evidence = ("measured, and predicted with subnormals flushed as on ARM" if keeps
-                else "measured" if found["arithmetic"] else "predicted")
-    entry = {**found, "evidence": evidence}
-    if not found["arithmetic"] or keeps:
-        entry["prediction"] = predict()
-    return entry
+                else "measured" if found.arithmetic else "predicted")
+    entry = Fp16ArithmeticJson({**found.data})
+    entry.evidence = evidence
+    if not found.arithmetic or keeps:
+        entry.prediction = predict()
+    return entry.data
 
 
 def fp16_verdict(prediction: dict | None) -> Verdict:
     """Pass when FP16 compute on the GPU is predicted to stay within tolerance of FP32 on every input."""
     if prediction is None:
         return Verdict.not_measured("FP16-compute prediction switched off (fp16_sim)", SKIPPED)
-    if "error" in prediction:
-        return Verdict.not_measured(f"FP16-compute prediction failed: {prediction['error']}")
-    figures = {k: prediction.get(k) for k in ("rel_l2", "pearson", "max_abs_fp32", "inputs")}
-    limits = {"rel_l2": prediction.get("tolerance")}
-    unit, in_unit = prediction.get("unit"), ""
+    p = Fp16PredictionJson(prediction)
+    if p.error is not None:
+        return Verdict.not_measured(f"FP16-compute prediction failed: {p.error}")
+    figures = {"rel_l2": p.rel_l2, "pearson": p.pearson, "max_abs_fp32": p.max_abs_fp32, "inputs": p.inputs}
+    limits = {"rel_l2": p.tolerance}
+    unit, in_unit = p.unit, ""
     if unit:
-        tol_m = prediction["tolerance_m"]
-        figures["mean_abs_worst"], limits["mean_abs_worst"] = prediction.get("mean_abs_worst"), tol_m
+        tol_m = p.tolerance_m
+        figures["mean_abs_worst"], limits["mean_abs_worst"] = p.mean_abs_worst, tol_m
         in_unit = f" and {tol_m:g} {unit} mean error"
-    if prediction["needs_enforce_f32"]:
-        if prediction.get("overflow_layers"):
-            first = ", ".join(f"{e['layer']} ({e['op']})" for e in prediction.get("overflow_ops", [])[:3])
-            why = f"{len(prediction['overflow_layers'])} layer(s) overflow FP16, first {first}"
-        elif unit and not prediction["rel_l2"] > prediction.get("tolerance"):
-            why = f"worst image's mean error {prediction['mean_abs_worst']:.3g} {unit} > {tol_m:g} {unit}"
+    if p.needs_enforce_f32:
+        if p.overflow_layers:
+            first = ", ".join(f"{e['layer']} ({e['op']})" for e in (p.overflow_ops or [])[:3])
+            why = f"{len(p.overflow_layers)} layer(s) overflow FP16, first {first}"
+        elif unit and not p.rel_l2 > p.tolerance:
+            why = f"worst image's mean error {p.mean_abs_worst:.3g} {unit} > {tol_m:g} {unit}"
         else:
-            why = f"rel L2 vs FP32 {prediction['rel_l2']:.3g} > {prediction.get('tolerance')}"
-        subset = f" ({prediction['subset']})" if prediction.get("subset") else ""
+            why = f"rel L2 vs FP32 {p.rel_l2:.3g} > {p.tolerance}"
+        subset = f" ({p.subset})" if p.subset else ""
         return Verdict.failed(f"FP16 compute is wrong for this model ({why}){subset}: the app must enforce FP32",
                               figures, limits)
-    subset = f"; {prediction['subset']}" if prediction.get("subset") else ""
-    return Verdict.passed(figures, limits, f"FP16 compute within {prediction.get('tolerance')}{in_unit} "
-                                           f"on {prediction.get('inputs')} image(s){subset}")
+    subset = f"; {p.subset}" if p.subset else ""
+    return Verdict.passed(figures, limits, f"FP16 compute within {p.tolerance}{in_unit} on {p.inputs} image(s){subset}")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..atomic import write_bytes
 from ..core.report_model import Units, load
-from ..core.schema import ArtifactJson, ReportJson, Verdict
+from ..core.schema import ArtifactJson, Fp16PredictionJson, ReportJson, Verdict
 from ..export.context import ExportContext
 from ..export.litert_variants import VARIANTS, Variant
 from ..export.small import small_export
@@ -106,8 +106,9 @@ def fp16_prediction(ctx: ExportContext, accumulate: str | None = None,
                 on_layer=functools.partial(_layer_detail, ctx, what, len(images)), target=target,
                 prompts=prompts, cache=ctx.cache, cache_id=(*ctx.cache_id, ctx.built.rewrites, ctx.built.pos_formula),
                 subset=budget.of("FP16-compute prediction"), fp32_outputs=ctx.eager_outputs)
-        if mode == "fp16" and ctx.fp16_predictions[mode]["needs_enforce_f32"]:
+        found = Fp16PredictionJson(ctx.fp16_predictions[key])
+        if mode == "fp16" and found.needs_enforce_f32:
             # LiteRT's FP16_WITH_FP32_ACCUM: FP16 tensors, FP32 accumulation (the GPU mode between the two)
             accum = fp16_prediction(ctx, "fp32")
-            ctx.fp16_predictions[mode]["fp16_with_fp32_accum"] = {k: accum[k] for k in (*SUMMARY_KEYS, "figures")}
+            found.fp16_with_fp32_accum = {k: accum[k] for k in (*SUMMARY_KEYS, "figures")}
     return ctx.fp16_predictions[key]

@@ -177,16 +177,20 @@ class ArtifactJson(JsonObject):
 
 
 class Fp16ArithmeticJson(JsonObject):
-    """An fp16 file's ``fp16_arithmetic``: whether this CPU computes in FP16 and why, the emulated measurement and
-    the prediction (``check.fp16_compute.fp16_arithmetic_entry``)."""
+    """An fp16 file's ``fp16_arithmetic``: whether this CPU computes in FP16 (``mode``) and why, what it does with
+    FP16 subnormals, the emulated measurement and the prediction (``check.fp16_compute.fp16_arithmetic_entry``)."""
 
-    arithmetic, reason, evidence, emulated, prediction = Field(), Field(), Field(), Field(), Field()
+    arithmetic, mode, reason, subnormals, evidence, emulated, prediction = (Field(), Field(), Field(), Field(),
+                                                                           Field(), Field(), Field())
 
 
 class Fp16PredictionJson(JsonObject):
     """An FP16-compute prediction (``check.fp16_compute.predict_fp16``), or why it failed (``error``)."""
 
-    error, figures, subset, accumulate = Field(), Field(), Field(), Field()
+    error, figures, subset, accumulate, images, inputs = Field(), Field(), Field(), Field(), Field(), Field()
+    rel_l2, pearson, max_abs_fp32, tolerance, mean_abs_worst = Field(), Field(), Field(), Field(), Field()
+    unit, tolerance_m, needs_enforce_f32, overflow_layers, overflow_ops = Field(), Field(), Field(), Field(), Field()
+    with_fp16_safe_norm, fp16_with_fp32_accum = Field(), Field()
 
 
 class BrowserJson(JsonObject):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..core.schema import ArtifactJson
 from ..errors import InputError
 from ..preprocess import to_tensor
 from ..web.folder import folder_bytes, page_config, write_web_folder
@@ -58,7 +59,7 @@ def web_target(ctx: ExportContext, name: str) -> dict:
     entry = artifact_entry(ctx, folder, name, precision="fp32", runtime=f"{runtime} {config['runtime_version']}",
                            web={"runtime": runtime, "model_file": config["model_file"],
                                 "runtime_version": config["runtime_version"]}, **summary(folder / config["model_file"]))
-    entry["bytes"] = folder_bytes(folder)
+    ArtifactJson(entry).bytes = folder_bytes(folder)
     return entry
 
 

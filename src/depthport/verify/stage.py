@@ -15,8 +15,8 @@ from ..core.memory import give_back
 from ..core.metrics import DELTA_DEFINITION
 from ..core.report_model import Units, load
 from ..core.prompts import builtin_prompt, prompt_input
-from ..core.schema import (SKIPPED, UNAVAILABLE, ArtifactJson, ReportJson, VerifyJson, failed_section,
-                           not_measured_section)
+from ..core.schema import (SKIPPED, UNAVAILABLE, ArtifactJson, Fp16ArithmeticJson, ReportJson, VerifyJson,
+                           failed_section, not_measured_section)
 from ..errors import error_text
 from ..preprocess import InputError, to_tensor
 from ..runtimes import load_runner
@@ -147,8 +147,8 @@ def verify_file(path: Path, refs: References, threads: int, normalized: bool = T
     record = parity_record(outputs, refs, refs.label, "depthport eager model, same rewrites")
     record.update(runtime=runner.runtime)
     if precision == "fp16":
-        found = fp16_arithmetic_here()
-        record.update(compute=found["mode"], compute_reason=found["reason"])
+        found = Fp16ArithmeticJson(fp16_arithmetic_here())
+        record.update(compute=found.mode, compute_reason=found.reason)
     if refs.reference64 is None:
         record.update(skipped=["fp64_error_ratio"])
     scene = scene_name(refs)

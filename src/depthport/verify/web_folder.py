@@ -237,7 +237,7 @@ def assemble(job: WebJob, browser, adapter: str, wasm: dict, runs: dict, small: 
                                 "the WebGPU runs use a small re-export of the same model and rewrites"} if small else None,
              "shown": {k: v for k, v in shown.items() if k != "png"}}
     if "error" not in wasm:
-        block["preprocess"] = preprocess_check(wasm, refs)
+        BrowserJson(block).preprocess = preprocess_check(wasm, refs)
     depth = wasm["outputs"][refs.names[0]] if "error" not in wasm else None
     return WebResult(parity, block, verdicts, depth, shown.get("png"))
 
