@@ -200,7 +200,7 @@ def unit_label(units: Units | dict | None) -> str:
     """'m', 'm at focal 300 px' (canonical depth) or '' (no unit), from report.json ``output_units``."""
     if isinstance(units, dict):
         units = load(Units, units)
-    return (units.label if units is not None else None) or ""
+    return units.label or "" if units is not None else ""
 
 
 def summary_figures(parity: dict | None) -> dict:
