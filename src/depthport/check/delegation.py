@@ -1,4 +1,5 @@
-"""The delegation verdict of a lowered ExecuTorch program: one backend subgraph holding (nearly) every op."""
+"""The delegation verdict of a lowered ExecuTorch program: one backend subgraph holding (nearly) every op, or one per
+precision where an fp16 file keeps a part in FP32 (``export.fp32_head``): subgraphs parted by dtype casts alone."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from ..core.schema import Verdict
 # A delegated file: at most one delegate subgraph (no CPU round trips between partitions) and at least this
 # share of its ops inside it (what is left are the input/output dtype casts of an FP16 file).
 MIN_COVERAGE, MAX_SUBGRAPHS = 0.99, 1
+# The portable kernel of a dtype cast: XNNPACK converts no dtype inside a subgraph, so an fp16 file's FP32 part is a
+# subgraph of its own behind one of these (each cast at most one more subgraph).
+DTYPE_CASTS = frozenset({"dim_order_ops__to_dim_order_copy_default", "aten__to_copy_default"})
 
 
 def delegation_verdict(report: dict, backend: str) -> Verdict:
@@ -18,9 +22,12 @@ def delegation_verdict(report: dict, backend: str) -> Verdict:
         left = ", ".join(f"{op} x{n}" for op, n in list(report["portable_ops"].items())[:5])
         problems.append(f"{backend} takes {100 * report['coverage']:.1f} % of the ops (< {100 * MIN_COVERAGE:g} %); "
                         f"left on portable kernels: {left}")
-    if report["subgraphs"] > MAX_SUBGRAPHS:
+    casts = set(report["portable_ops"]) <= DTYPE_CASTS
+    allowed = MAX_SUBGRAPHS + (report["portable"] if casts else 0)
+    if report["subgraphs"] > allowed:
         problems.append(f"{report['subgraphs']} {backend} subgraphs (CPU round trips between them)")
     if problems:
         return Verdict.failed(problems, figures, limits)
+    parted = " parted by dtype casts only (a part kept in FP32)" if report["subgraphs"] > MAX_SUBGRAPHS else ""
     return Verdict.passed(figures, limits, f"{report['delegated']}/{report['delegated'] + report['portable']} ops "
-                                           f"in {report['subgraphs']} {backend} subgraph(s)")
+                                           f"in {report['subgraphs']} {backend} subgraph(s){parted}")
