@@ -284,17 +284,21 @@ def test_arm64_emulation_says_why_it_cannot_run(tmp_path, monkeypatch):
 
 
 def test_split_reductions_are_exact_and_shorten_fp16_accumulation(built, image):
-    """The xnnpack-fp16-split form (export.split_k): the same model in FP32, and a smaller predicted error on
-    XNNPACK's FP16 arithmetic than the xnnpack-fp16 form."""
+    """The xnnpack-fp16-split form (export.split_k, the head in FP32: export.fp32_head): the same model in FP32, and
+    a smaller predicted error on XNNPACK's FP16 arithmetic than the xnnpack-fp16 form. The FP32 head is not split."""
     from depthport.check.fp16_compute import xnnpack_fp16_form
     from depthport.export.executorch import FORMS
+    from depthport.export.fp32_head import Fp32Entry
     from depthport.fp16 import simulate_fp16
 
     x = torch.from_numpy(image)
     plain, split = xnnpack_fp16_form(built.model), xnnpack_fp16_form(built.model, target="xnnpack-fp16-split")
     kinds = {type(m).__name__ for m in split.modules()}
-    assert {"SplitLinear", "SplitConv2d"} <= kinds and not {"SplitLinear", "SplitConv2d"} & {
+    assert {"SplitLinear", "SplitPatchConv"} <= kinds and not {"SplitLinear", "SplitPatchConv"} & {
         type(m).__name__ for m in plain.modules()}
+    assert isinstance(split.head, Fp32Entry) and not any("Split" in type(m).__name__ for m in split.head.modules())
+    assert "SplitConv2d" in {type(m).__name__ for m in backend_form(
+        built.model, **{**FORMS["xnnpack-fp16-split"], "fp32_head": False})[0].modules()}
     with torch.no_grad():
         assert rel_l2(split(x).numpy(), plain(x).numpy()) < 1e-6
     errors = [simulate_fp16(m, x, accumulate="xnnpack").rel_l2 for m in (plain, split)]

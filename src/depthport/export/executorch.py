@@ -28,9 +28,11 @@ from ..errors import MissingDependency
 from ..fp16.kernels import FP16_TINY
 from ..fp16.safe import Fp16SafeScaleNorm, full_scale_stream
 from ..models.layers import LOGIT_BOUND, PROB_SCALE, Attention, Mlp, Resize, ScaleNorm
-from ..models.rope import SplitHeadRopeAttention
+from ..models.depth_anything_v3 import CenteredNorm
+from ..models.rope import RopeTables, SplitHeadRopeAttention
 from .context import ExportContext, artifact_entry
 from .delegation import delegation_report
+from .fp32_head import half_except_kept, keep_head_fp32, kept_modules
 from .split_k import depth_channels_alone, split_reductions
 
 
@@ -94,6 +96,23 @@ class LinearMeanNorm(nn.Module):
         return x * torch.rsqrt(self._mean(d * d, self.eps))
 
 
+class AffineLinearMeanNorm(LinearMeanNorm):
+    """``models.depth_anything_v3.CenteredNorm`` (a whole LayerNorm: DA3's final encoder norm, mean, gain and bias
+    its own) with ``LinearMeanNorm``'s means: its mean over the channels of rank-2 tokens is not XNNPACK's (a
+    portable kernel, a second subgraph)."""
+
+    def __init__(self, norm: CenteredNorm, fp16_range: bool = False):
+        super().__init__(norm, fp16_range)
+        self.weight = nn.Parameter(norm.weight.detach().clone())
+        self.bias = nn.Parameter(norm.bias.detach().clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.prescale:
+            x = x * self.scale
+        d = x - self._mean(x, None)
+        return d * torch.rsqrt(self._mean(d * d, self.eps)) * self.weight + self.bias
+
+
 class SigmoidGeluMlp(nn.Module):
     """Mlp with GELU's tanh approximation written as x * sigmoid(x * (a + b x^2)).
 
@@ -115,11 +134,11 @@ class SigmoidGeluMlp(nn.Module):
 
 class Fp16IO(nn.Module):
     """Runs ``model`` in fp16 between fp32 input casts (the image, and a prompted model's prompt) and an fp32 output
-    cast."""
+    cast; modules marked ``keep_fp32`` (``fp32_head``) stay float32."""
 
     def __init__(self, model: nn.Module):
         super().__init__()
-        self.model = model.half()
+        self.model = half_except_kept(model)
 
     def forward(self, x: torch.Tensor, *extra: torch.Tensor) -> torch.Tensor:
         return self.model(x.half(), *(e.half() for e in extra)).float()
@@ -127,7 +146,8 @@ class Fp16IO(nn.Module):
 
 def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gelu: bool = False,
                  fp16_io: bool = False, split_k: int | None = None, conv_split_k: int | None = None,
-                 prob_scale: float | None = None, lift_weights: bool = False) -> tuple[nn.Module, list[str]]:
+                 prob_scale: float | None = None, lift_weights: bool = False,
+                 fp32_head: bool = False) -> tuple[nn.Module, list[str]]:
     """(a copy of ``model`` in the form the ExecuTorch targets export, the changes made to it).
 
     ``fp16_range_norm`` pre-scales the norms (for fp16 compute), ``sigmoid_gelu`` uses the sigmoid-form tanh GELU
@@ -137,10 +157,11 @@ def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gel
     (``split_k.split_reductions``: XNNPACK accumulates in FP16), ``prob_scale`` computes the attention weights that
     many times larger and the output projections' weights that many times smaller (``models.layers.scaled_softmax``:
     XNNPACK on ARM flushes small weights to zero), ``lift_weights`` scales up the layers that hold weights in FP16's
-    subnormal range (``lift_small_weights``).
+    subnormal range (``lift_small_weights``), ``fp32_head`` keeps the depth head in FP32 (``fp32_head``; with
+    ``fp16_io``, a second XNNPACK subgraph).
     """
     out = copy.deepcopy(model).eval()
-    counts = {"mean": 0, "norm": 0, "gelu": 0, "keys": 0, "clamped": 0}
+    counts = {"mean": 0, "norm": 0, "gelu": 0, "keys": 0, "clamped": 0, "affine": 0, "rope": 0}
     stream = full_scale_stream(out) if fp16_range_norm else 1
     for attn in (m for m in out.modules() if isinstance(m, Attention)):
         attn.keys_in_one_permute = True
@@ -158,11 +179,24 @@ def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gel
                 counts["mean"] += not norm.centered
                 counts["norm"] += norm.prescale
                 setattr(parent, name, norm)
+            elif isinstance(child, CenteredNorm):
+                setattr(parent, name, AffineLinearMeanNorm(child, fp16_range_norm))
+                counts["affine"] += 1
             elif sigmoid_gelu and isinstance(child, Mlp):
                 setattr(parent, name, SigmoidGeluMlp(child))
                 counts["gelu"] += 1
+    for tables in (m for m in out.modules() if isinstance(m, RopeTables)):
+        tables.rotate_by_linear()
+        counts["rope"] += 1
+    depth_channels_alone(out)
     scaled = _scale_attention_weights(out, prob_scale) if prob_scale else 0
     changes = []
+    if counts["affine"]:
+        changes.append(f"{counts['affine']} full LayerNorm(s) (DA3's final encoder norm) with their means as a (1, C) "
+                       "linear, which XNNPACK runs on rank-2 tokens (exact)")
+    if counts["rope"]:
+        changes.append("RoPE's rotate-half as a linear map of the head axis instead of a matmul that ExecuTorch "
+                       "broadcasts with expand_copy, which XNNPACK does not run (exact)")
     if scaled:
         changes.append(f"{scaled} attention softmaxes as {prob_scale:g} x softmax from max pooling, exp, a sum and a "
                        f"division, their output projections' weights / {prob_scale:g} (exact in real arithmetic): "
@@ -189,8 +223,10 @@ def backend_form(model: nn.Module, *, fp16_range_norm: bool = False, sigmoid_gel
     if counts["gelu"]:
         changes.append(f"{counts['gelu']} GELUs as tanh approximation x*sigmoid(x*(a+b*x^2)) (approximation, "
                        "< 5e-4 abs)")
-    if lift_weights:
-        depth_channels_alone(out)
+    if fp32_head and keep_head_fp32(out):
+        changes.append("the depth head in FP32 (its inputs cast up once, its weights float32): its full-resolution "
+                       "convolutions were the split file's FP16 error; a second XNNPACK subgraph, FP32, behind "
+                       "portable casts (exact)")
     if split_k:
         done = split_reductions(out, split_k, conv_split_k)
         convs = f" ({conv_split_k} for convolutions larger than 1x1)" if conv_split_k not in (None, split_k) else ""
@@ -250,9 +286,10 @@ def lift_small_weights(model: nn.Module, limit: float = LIFT_LIMIT) -> int:
     zero by XNNPACK on ARM): weights and bias times 2^k, the largest k with max |w| 2^k < ``limit``, and its output
     times 2^-k (``_Lifted``). Exact in real arithmetic (powers of two). Returns how many layers."""
     found = 0
+    kept = kept_modules(model)
     for child in list(model.modules()):
         w = getattr(child, "weight", None)
-        if isinstance(child, _Lifted) or not isinstance(w, nn.Parameter) or w.dim() < 2:
+        if isinstance(child, _Lifted) or id(child) in kept or not isinstance(w, nn.Parameter) or w.dim() < 2:
             continue
         a = w.abs()
         if not bool(((a > 0) & (a < FP16_TINY)).any()):
@@ -274,10 +311,10 @@ FORMS = {
     "fp32": {},
     "xnnpack-fp16": {"fp16_range_norm": True, "sigmoid_gelu": True, "fp16_io": True, "prob_scale": PROB_SCALE,
                      "lift_weights": True},
-    # The same with every long reduction split (export.split_k): XNNPACK's FP16 error ~5x smaller at DA-V2-Small
-    # 518x686 (predicted, 1.8x PyTorch half's), 3x-5.5x the time of xnnpack-fp16 without FP16 arithmetic (README, "FP16").
+    # The same with every long reduction split (export.split_k) and the depth head in FP32 (export.fp32_head): the
+    # encoder within a few percent of PyTorch half, the head's FP16 error gone (README, "FP16").
     "xnnpack-fp16-split": {"fp16_range_norm": True, "sigmoid_gelu": True, "fp16_io": True, "split_k": 16,
-                           "conv_split_k": 36, "prob_scale": PROB_SCALE, "lift_weights": True},
+                           "conv_split_k": 36, "prob_scale": PROB_SCALE, "lift_weights": True, "fp32_head": True},
     "coreml": {"fp16_range_norm": True},
 }
 

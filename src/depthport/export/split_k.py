@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..models.layers import chunking, group_sum
+from .fp32_head import kept_modules
 
 
 # A convolution with this many output maps or fewer is split into one input channel per group.
@@ -133,7 +134,8 @@ def _long(module: nn.Module, chunk: int) -> bool:
 
 def depth_channels_alone(model: nn.Module) -> None:
     """DA3's head: its last convolution's depth channel as a module of its own (``depth_only``, exact), so that a
-    rewrite of the module sees what is computed: the head otherwise reads that convolution's weights itself."""
+    rewrite of the module sees what is computed: the head otherwise slices that convolution's weights itself, a
+    weight computed at run time, which XNNPACK leaves to a portable convolution."""
     for head in [m for m in model.modules() if hasattr(m, "depth_only")]:
         head.depth_only()
 
@@ -143,17 +145,18 @@ def split_reductions(model: nn.Module, chunk: int, conv_chunk: int | None = None
     """In place: every Linear and 1x1 Conv2d whose reduction exceeds ``chunk`` products and every larger Conv2d whose
     reduction exceeds ``conv_chunk`` (default ``chunk``; 0: those kept whole) is split, each module with a
     ``split_k`` (the attentions' two matmuls) splits its own, and each norm with a ``grouped_mean`` takes its means
-    as a float32-accumulated mean. Returns the counts by kind."""
+    as a float32-accumulated mean; a module kept in FP32 (``fp32_head``) stays whole. Returns the counts by kind."""
     counts = {"linear": 0, "conv": 0, "matmul": 0, "mean": 0}
     depth_channels_alone(model)
+    kept = kept_modules(model)
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             limit = conv_chunk if _spatial(child) and conv_chunk is not None else chunk
-            if limit and _long(child, limit):
+            if limit and _long(child, limit) and id(child) not in kept:
                 kind = "linear" if isinstance(child, nn.Linear) else "conv"
                 setattr(parent, name, SplitLinear(child, limit) if kind == "linear" else _split_conv(child, limit, chunk))
                 counts[kind] += 1
-    for module in model.modules():
+    for module in (m for m in model.modules() if id(m) not in kept):
         if hasattr(module, "split_k"):  # attentions: their two matmuls
             module.split_k = chunk
             counts["matmul"] += 1

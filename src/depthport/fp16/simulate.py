@@ -312,11 +312,13 @@ def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
 
 def fp16_copy(model: nn.Module, flush: bool = False) -> nn.Module:
     """A deep copy whose parameters and buffers are rounded to float16 (kept in float32 storage), subnormals set to
-    0 with ``flush`` (ARM's XNNPACK reads them as 0)."""
+    0 with ``flush`` (ARM's XNNPACK reads them as 0); those of modules marked ``keep_fp32`` (an fp16 file's FP32
+    part, ``export.fp32_head``) stay as they are."""
     sim = copy.deepcopy(model).eval()
+    kept = {id(t) for m in sim.modules() if getattr(m, "keep_fp32", False) for t in (*m.parameters(), *m.buffers())}
     with torch.no_grad():
         for t in list(sim.parameters()) + list(sim.buffers()):
-            if _is_float(t):
+            if _is_float(t) and id(t) not in kept:
                 t.copy_(round_fp16(t, flush))
     return sim
 
@@ -358,8 +360,12 @@ def _in_scope(name: str, scopes) -> bool:
 
 
 def _keep_fp32(sim: nn.Module, mode: Fp16Mode, scopes) -> list:
-    """Hooks that pause the FP16 simulation inside the modules named by ``scopes`` (prefixes of module names)."""
+    """Hooks that pause the FP16 simulation inside the modules named by ``scopes`` (prefixes of module names), and
+    from each module marked ``fp32_onward`` (``export.fp32_head.Fp32Entry``) to the end of the run."""
     handles, paused = [], []
+    for module in sim.modules():
+        if getattr(module, "fp32_onward", False):
+            handles.append(module.register_forward_pre_hook(lambda _m, _a: setattr(mode, "paused", True)))
     for name, module in _named_modules(sim):
         if not _in_scope(name, scopes) or _in_scope(name.rpartition(".")[0], scopes):
             continue

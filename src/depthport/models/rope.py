@@ -75,7 +75,13 @@ class RopeTables(nn.Module):
 
     def by_matmul(self, t: torch.Tensor) -> torch.Tensor:
         """The same rotation with the rotate-half as one constant matmul (exact: one +-1 term per output)."""
-        return t * self.cos + (t @ self.rot) * self.sin
+        turned = F.linear(t, self.rot_t) if hasattr(self, "rot_t") else t @ self.rot
+        return t * self.cos + turned * self.sin
+
+    def rotate_by_linear(self) -> None:
+        """``by_matmul``'s rotate-half as a linear map of the last axis, t @ R = linear(t, Rᵀ): ExecuTorch lowers
+        the (heads, N, d) @ (d, d) matmul with an expand_copy of R, which XNNPACK does not run (exact)."""
+        self.register_buffer("rot_t", self.rot.t().contiguous(), persistent=False)
 
 
 class RopeAttention(nn.Module):
