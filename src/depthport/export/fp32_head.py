@@ -2,9 +2,10 @@
 
 In the split fp16 file (``split_k``) the encoder computes within a few percent of PyTorch's half precision, and
 the FP16 error left is the DPT head's: its convolutions work at up to the image's full resolution, on few channels,
-and write the depth almost directly. DA3-Small 448x252, camera, XNNPACK's f16 kernels predicted: 2.37e-3 rel. L2
-all in FP16, 1.94e-3 with the output convolutions in FP32, 1.69e-3 with the fusion blocks' residual convolutions
-too, 1.08e-3 with the whole head (PyTorch half: 1.07e-3). So the head computes in FP32: its inputs (the encoder's
+and write the depth almost directly. DA3-Small 448x252, camera, XNNPACK's f16 kernels predicted (the FP16 ledger's
+scopes): 2.37e-3 rel. L2 all in FP16, 1.94e-3 with the output convolutions in FP32, 1.69e-3 with the fusion blocks'
+residual convolutions too, 1.08e-3 with the whole head (PyTorch half: 1.07e-3); this form, measured on FP16
+arithmetic (Sapphire Rapids): 7.29e-4. So the head computes in FP32: its inputs (the encoder's
 token maps, a prompt) are cast up once, its weights and buffers stay float32. XNNPACK converts no dtype inside a
 subgraph, so the file holds two XNNPACK subgraphs, FP16 then FP32, with portable casts between them; the FP32 part
 needs no split reductions and no lifted weights. Exact in real arithmetic.
