@@ -224,16 +224,25 @@ def test_predict_gives_a_da3_file_the_official_resize(tflite, tmp_path):
 
 
 def test_split_form_keeps_the_depth_channel_alone_and_shortens_fp16_accumulation(weights):
-    """xnnpack-fp16-split on DA3: the head's last convolution becomes its depth channel alone (``depth_only``), then
-    split like the others; the form equals the plain fp16 form in FP32 and predicts a smaller XNNPACK FP16 error."""
+    """xnnpack-fp16-split on DA3: the head's last convolution becomes its depth channel alone (``depth_only``); the
+    head is kept in FP32 unsplit (``export.fp32_head``), and without that the depth channel is split like the others;
+    the form equals the plain fp16 form in FP32 and predicts a smaller XNNPACK FP16 error."""
+    from torch import nn
+
     from depthport.check.fp16_compute import xnnpack_fp16_form
+    from depthport.export.executorch import FORMS, backend_form
+    from depthport.export.fp32_head import Fp32Entry
     from depthport.export.split_k import SplitConv2d
     from depthport.fp16 import simulate_fp16
 
     built = build(SPEC, HW, weights)
     assert built.model.head.out_conv3.out_channels == 2  # depth and confidence, as upstream stores it
     plain, split = xnnpack_fp16_form(built.model), xnnpack_fp16_form(built.model, target="xnnpack-fp16-split")
-    last = split.head.out_conv3
+    assert isinstance(split.head, Fp32Entry)
+    kept = split.head.module.out_conv3
+    assert type(kept) is nn.Conv2d and kept.out_channels == 1
+    unheaded = backend_form(built.model, **{**FORMS["xnnpack-fp16-split"], "fp16_io": False, "fp32_head": False})[0]
+    last = unheaded.head.out_conv3
     assert isinstance(last, SplitConv2d) and last.cout == 1 and last.groups == last.weight.shape[0]
     x = image()
     with torch.no_grad():
