@@ -33,7 +33,8 @@ def da3():
 
 @pytest.fixture(scope="module")
 def camera(da3) -> torch.Tensor:
-    return torch.from_numpy(to_tensor(builtin_image("camera"), HW, normalize="fold_input_normalization" not in da3.rewrites))
+    normalize = "fold_input_normalization" not in da3.rewrites
+    return torch.from_numpy(to_tensor(builtin_image("camera"), HW, normalize=normalize))
 
 
 def _run(module, x, tmp_path, name):
