@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -17,13 +16,10 @@ from depthport.fp16 import simulate_fp16
 from depthport.fp16.simulate import fp16_copy
 from depthport.preprocess import to_tensor
 from depthport.runtimes import load_runner
+from helpers import TINY_HW, rel_l2
 
-HW = (56, 70)
+HW = TINY_HW
 CASTS = {"dim_order_ops__to_dim_order_copy_default"}
-
-
-def rel_l2(a, b) -> float:
-    return float(np.linalg.norm(np.ravel(a) - np.ravel(b)) / np.linalg.norm(np.ravel(b)))
 
 
 @pytest.fixture(scope="module")
