@@ -33,6 +33,7 @@ from depthport.build import build
 from depthport.export.delegation import delegation_report
 from depthport.export.files import TargetFiles
 from depthport.core.provenance import machine, versions
+from depthport.core.report_model import Artifact, load
 from depthport.preprocess import to_tensor
 from depthport.quiet import native_stderr_muted
 from depthport.reference import reference_model
@@ -70,13 +71,21 @@ def cell(value, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def delegation_cells(entry: dict) -> tuple[str, str, str]:
-    d = entry.get("delegation")
+def delegation_cells(entry: Artifact) -> tuple[str, str, str]:
+    d = entry.delegation
     if not d:
-        return "-", "-", f"{entry['op_count']} ONNX ops" if "op_count" in entry else "-"
-    ops = ", ".join(f"{op.removeprefix('aten_').removesuffix('_default')} x{n}" for op, n in d["portable_ops"].items())
-    total = d["delegated"] + d["portable"]
-    return f"{d['delegated']}/{total} ({d['coverage']:.1%})", str(d["subgraphs"]), ops or "none"
+        return "-", "-", f"{entry.op_count} ONNX ops" if entry.op_count is not None else "-"
+    ops = ", ".join(f"{op.removeprefix('aten_').removesuffix('_default')} x{n}" for op, n in d.portable_ops.items())
+    total = d.delegated + d.portable
+    return f"{d.delegated}/{total} ({d.coverage:.1%})", str(d.subgraphs), ops or "none"
+
+
+def size_cell(entry: Artifact) -> str:
+    """The file's MB (and its Core ML package's)."""
+    package = entry.mlpackage.bytes if entry.mlpackage else 0
+    if not entry.bytes + package:
+        return "-"
+    return f"{entry.bytes / 1e6:.1f}" + (f" + {package / 1e6:.1f}" if entry.mlpackage else "")
 
 
 def results_table(spec, hw, built, args, n_images: int, entries: dict, results: dict, by: dict) -> Table:
@@ -88,13 +97,11 @@ def results_table(spec, hw, built, args, n_images: int, entries: dict, results: 
                 "pooled relL2", "worst δ<1.25", "median ms", "min", "max", "x plain"):
         table.add_column(col, overflow="fold")
     plain_ms = by[PLAIN]["median"]
-    rows = list(entries.items()) + [("torch eager (depthport model)", {"precision": "fp32"})]
-    for label, entry in rows:
+    rows = [(label, load(Artifact, e)) for label, e in entries.items()]
+    for label, entry in rows + [("torch eager (depthport model)", Artifact(file=""))]:
         r, q = by.get(label, {}), results.get(label, {})
-        size = entry.get("bytes", 0) + entry.get("mlpackage", {}).get("bytes", 0)
-        mb = f"{entry['bytes'] / 1e6:.1f}" + (f" + {entry['mlpackage']['bytes'] / 1e6:.1f}" if "mlpackage" in entry
-                                               else "") if size else "-"
-        table.add_row(label, entry["precision"], mb, *delegation_cells(entry), cell(q.get("pearson_worst"), ".6f"),
+        table.add_row(label, entry.precision, size_cell(entry), *delegation_cells(entry),
+                      cell(q.get("pearson_worst"), ".6f"),
                       cell(q.get("rel_l2_pooled"), ".2e"), cell(q.get("delta125_worst"), ".4f"),
                       cell(r.get("median"), ".0f"), cell(r.get("min"), ".0f"), cell(r.get("max"), ".0f"),
                       cell(plain_ms / r["median"] if r else None, ".2f"))
@@ -153,8 +160,9 @@ def main() -> int:
     runners = {}
     with native_stderr_muted():
         for label, entry in entries.items():
-            if entry.get("runnable_here", True):
-                runners[label] = load_runner(work / entry["file"], threads=args.threads)
+            entry = load(Artifact, entry)
+            if entry.runnable_here:
+                runners[label] = load_runner(work / entry.file, threads=args.threads)
     with console.status("parity"):
         for label, runner in runners.items():
             results[label] = parity(runner, images, stock_refs if label == PLAIN else refs)

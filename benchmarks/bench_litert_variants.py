@@ -31,9 +31,11 @@ from common import add_run_args, run_setup, time_rounds, timed
 from depthport.bench import Entry
 from depthport.build import build
 from depthport.check.files import check_tflite_file
+from depthport.check.verdict import gpu_outcome
 from depthport.export.litert_variants import int8_recipe, quantize
 from depthport.export.files import TargetFiles
 from depthport.core.provenance import machine, versions
+from depthport.core.report_model import Artifact, load
 from depthport.preprocess import to_tensor
 from depthport.quiet import native_stderr_muted
 from depthport.reference import reference_model
@@ -92,7 +94,9 @@ def main() -> int:
 
     hw, spec, weights, work = run_setup(args)
     entries, built = export_all(args, spec, weights, hw, work)
-    files = {label: work / e["file"] for label, e in entries.items()}
+    arts = {label: load(Artifact, e) for label, e in entries.items()}
+    gpu = {label: gpu_outcome(e) for label, e in entries.items()}
+    files = {label: work / a.file for label, a in arts.items()}
     set_name, images = image_set(args.images)
     reference = reference_model(spec, weights)
     figures = timed(console, f"parity over {len(images)} images", lambda: parity(files, reference, images, hw, args.threads))
@@ -109,23 +113,22 @@ def main() -> int:
                 "δ<1.25 vs ref (worst)", "median ms", "x fp32", "gpu_ok", "FP16 compute: rel L2", "needs enforce_f32"):
         table.add_column(col)
     base = latency["litert-fp32"]["median"]
-    for label, entry in entries.items():
-        fig, lat, fp16 = figures[label], latency[label], entry.get("fp16_compute")
-        table.add_row(entry["file"].removesuffix(".tflite"), entry["precision"], f"{entry['bytes'] / 1e6:.2f}",
-                      str(entry["op_count"]),
+    for label, art in arts.items():
+        fig, lat, fp16 = figures[label], latency[label], art.fp16_compute
+        table.add_row(art.file.removesuffix(".tflite"), art.precision, f"{art.bytes / 1e6:.2f}", str(art.op_count),
                       f"{fig['pearson_vs_fp32_worst']:.6f}", f"{fig['rel_l2_pooled']:.3e}",
                       f"{fig['delta125_worst']:.4f}", f"{lat['median']:.0f}", f"{lat['median'] / base:.3f}",
-                      str(entry.get("gpu_ok", "-")), f"{fp16['rel_l2']:.2e}" if fp16 else "-",
-                      str(fp16["needs_enforce_f32"]) if fp16 else "-")
+                      str(gpu[label][0].ok), f"{fp16.rel_l2:.2e}" if fp16 else "-",
+                      str(fp16.needs_enforce_f32) if fp16 else "-")
     console.print(table)
 
-    fp16, int8 = entries["litert-fp16"], entries["litert-int8"]
-    prediction = entries["litert-fp32"].get("fp16_compute")
+    fp16, int8 = arts["litert-fp16"], arts["litert-int8"]
+    prediction = arts["litert-fp32"].fp16_compute
     checks = [
         ("FP16 worst Pearson vs FP32 >= 0.9999", figures["litert-fp16"]["pearson_vs_fp32_worst"] >= 0.9999,
          f"{figures['litert-fp16']['pearson_vs_fp32_worst']:.6f}"),
-        ("FP16 size <= 52 MB", fp16["bytes"] <= 52e6, f"{fp16['bytes'] / 1e6:.2f} MB"),
-        ("INT8 size <= 28.5 MB", int8["bytes"] <= 28.5e6, f"{int8['bytes'] / 1e6:.2f} MB"),
+        ("FP16 size <= 52 MB", fp16.bytes <= 52e6, f"{fp16.bytes / 1e6:.2f} MB"),
+        ("INT8 size <= 28.5 MB", int8.bytes <= 28.5e6, f"{int8.bytes / 1e6:.2f} MB"),
         (f"INT8 pooled rel L2 vs reference < published {PUBLISHED_INT8_REL_L2:.2%}",
          figures["litert-int8"]["rel_l2_pooled"] < PUBLISHED_INT8_REL_L2,
          f"{figures['litert-int8']['rel_l2_pooled']:.3%} (all-ops recipe "
@@ -136,14 +139,14 @@ def main() -> int:
     for name, ok, value in checks:
         console.print(f"[{'green' if ok else 'red'}]{'PASS' if ok else 'MISS'}[/] {name}: {value}")
     if prediction:
-        console.print(f"FP16 compute (predicted, {', '.join(prediction['images'])}): rel L2 {prediction['rel_l2']:.2e}, Pearson "
-                      f"{prediction['pearson']:.6f}, overflow layers {prediction['overflow_layers'] or 'none'}, first "
-                      f"bad layer {prediction['first_bad_layer']}, largest FP32 activation "
-                      f"{prediction['max_abs_fp32']:.0f} ({prediction['max_abs_layer']}), needs enforce_f32: "
-                      f"{prediction['needs_enforce_f32']}")
-    for label, entry in entries.items():
-        if entry.get("gpu_ok") is False:
-            console.print(f"not for GPU: {entry['file']}: {entry['gpu_reason']}")
+        console.print(f"FP16 compute (predicted, {', '.join(prediction.images)}): rel L2 {prediction.rel_l2:.2e}, "
+                      f"Pearson {prediction.pearson:.6f}, overflow layers "
+                      f"{', '.join(map(str, prediction.overflow_layers)) or 'none'}, first bad layer "
+                      f"{prediction.first_bad_layer}, largest FP32 activation {prediction.max_abs_fp32:.0f} "
+                      f"({prediction.max_abs_layer}), needs enforce_f32: {prediction.needs_enforce_f32}")
+    for label, (decided, why) in gpu.items():
+        if not decided.ok:
+            console.print(f"not for GPU: {arts[label].file}: {why}")
     console.print(f"machine: {machine()}")
     console.print(f"versions: {versions()}")
     console.print(f"latency: {args.rounds} interleaved rounds x {args.iters} calls after {args.warmup} warm-ups; "

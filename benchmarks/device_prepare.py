@@ -35,6 +35,7 @@ import numpy as np
 
 from depthport.core.machine import machine_info
 from depthport.core.provenance import versions
+from depthport.core.schema import Fp16ArithmeticJson, Fp16PredictionJson, ReportJson, read_report
 
 SETS = {"plain": ("random", False), "safe": ("random", True), "stress": ("stress", False),
         "stress_safe": ("stress", True)}
@@ -117,14 +118,14 @@ def export_set(name: str, model: str, size: str, images: Path, scratch: Path, de
            "--skip", "ledger,verify,bench,report,card", *(["--fp16-safe"] if safe else [])]
     log = subprocess.run(cmd, capture_output=True, text=True)
     (dest / "export.log").write_text(log.stdout + log.stderr)
-    report = json.loads((out / "report.json").read_text())
+    report = ReportJson(read_report(out / "report.json"))
     stem = model.replace("-", "_")
     found = {s: sorted(out.rglob(f"{stem}_{s}.tflite")) for s in ("fp32", "fp16")}
     if not found["fp32"] or not found["fp16"]:
         raise RuntimeError(f"{name}: export exited {log.returncode} without both files; see {dest / 'export.log'}")
-    pred = next((a["fp16_compute"] for a in report["artifacts"] if a.get("fp16_compute")), None) or {}
-    pred_xnnpack = next(((a.get("fp16_arithmetic") or {}).get("prediction") for a in report["artifacts"]
-                         if a["target"] == "xnnpack-fp16"), None)
+    pred = next((a.fp16_compute for a in report.artifacts if a.fp16_compute), {})
+    pred_xnnpack = next((Fp16ArithmeticJson(a.fp16_arithmetic).prediction for a in report.artifacts
+                         if a.target == "xnnpack-fp16" and a.fp16_arithmetic), None)
     x = None
     outputs = {}
     with native_stderr_muted():
@@ -183,9 +184,9 @@ def main() -> int:
         dest = out / name
         dest.mkdir(parents=True, exist_ok=True)
         entry = export_set(name, model, size, images, scratch, dest, args.small, not args.no_xnnpack)
-        pred = entry["prediction"]
-        print(f"{name}: predicted FP16-compute rel. L2 {pred.get('rel_l2')}, overflow "
-              f"{[o.get('op') if isinstance(o, dict) else o for o in pred.get('overflow_ops') or []][:3]}, "
+        pred = Fp16PredictionJson(entry["prediction"])
+        print(f"{name}: predicted FP16-compute rel. L2 {pred.rel_l2}, overflow "
+              f"{[o.get('op') if isinstance(o, dict) else o for o in pred.overflow_ops or []][:3]}, "
               f"files {', '.join(f['file'] for f in entry['files'].values())}", flush=True)
     sizes = {str(f.relative_to(out)): f.stat().st_size for f in sorted(out.rglob("*")) if f.is_file()}
     print(json.dumps(sizes, indent=1))

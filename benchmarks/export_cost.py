@@ -87,6 +87,7 @@ class StageCost:
 def child(model_id: str, targets: str, threads: int) -> None:
     """One export in this process; prints one JSON line."""
     from depthport.pipeline import ExportOptions, StageOptions, parse_targets, run_export
+    from depthport.core.report_model import load_report
     from depthport.quiet import native_stderr_muted
     from depthport.registry import get_spec
 
@@ -95,13 +96,13 @@ def child(model_id: str, targets: str, threads: int) -> None:
     with tempfile.TemporaryDirectory(prefix="depthport-cost-") as tmp, native_stderr_muted():
         opts = ExportOptions(model=spec.id, weights="random", input_hw=spec.default_hw, out_dir=Path(tmp) / "out",
                              targets=parse_targets(targets), stages=StageOptions(threads=threads))
-        report = run_export(opts, cost)
+        report = load_report(run_export(opts, cost))
     cost.close()
     print(json.dumps({"model": model_id, "size": list(spec.default_hw), "targets": targets,
                       "total_s": time.perf_counter() - start, "peak_rss_mb": rss_kb("VmHWM") / 1024,
                       "stages": cost.rows,
-                      "status": [[a.get("status"), a.get("status_reason")] for a in report["artifacts"]],
-                      "evidence": (report.get("evidence_budget") or {}).get("line", "every image")}))
+                      "status": [[a.status, a.status_reason] for a in report.artifacts],
+                      "evidence": report.evidence_budget.line or "every image"}))
 
 
 def measure(model_id: str, targets: str, threads: int, cache: str | None = None) -> dict:

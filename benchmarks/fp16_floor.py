@@ -43,6 +43,8 @@ from depthport.check.fp16_compute import fp16_arithmetic_here, xnnpack_fp16_form
 from depthport.core.images import builtin_image
 from depthport.core.machine import describe, machine_info
 from depthport.core.metrics import image_metrics, summarize
+from depthport.core.report_model import Machine, load
+from depthport.core.schema import Fp16ArithmeticJson
 from depthport.export.executorch import FORMS, backend_form, lower_xnnpack, write_pte
 from depthport.export.targets import FP16_PTE_TARGETS
 from depthport.fp16 import simulate_fp16
@@ -80,16 +82,17 @@ def figures(outputs: list[np.ndarray], refs: list[np.ndarray]) -> dict:
 
 def record(console: Console, args, built, measured: dict, found: dict) -> None:
     """Replace (or add) this model, shape and weights' entry in calibration.json with the measured figures."""
-    if not found["arithmetic"]:
-        console.print(f"[red]not recorded: {found['reason']}[/]")
+    arithmetic = Fp16ArithmeticJson(found)
+    if not arithmetic.arithmetic:
+        console.print(f"[red]not recorded: {arithmetic.reason}[/]")
         return
-    info = machine_info(args.threads)
+    info = load(Machine, machine_info(args.threads))
     entry = {
         "what": f"depthport {args.target} .pte run by ExecuTorch's XNNPACK in FP16 arithmetic, against the upstream "
                 "model in FP32",
         "target": args.target,
-        "cpu": f"{info['cpu']}, {info['cores']} cores",
-        "isa": sorted(f for f, on in (info.get("isa") or {}).items() if on),
+        "cpu": f"{info.cpu}, {info.cores} cores",
+        "isa": sorted(f for f, on in (info.isa or {}).items() if on),
         "versions": {"depthport": provenance_commit(), "torch": torch.__version__,
                      "executorch": importlib.metadata.version("executorch")},
         "model": args.model, "weights": built.weights.source, "size": list(parse_size(args.size)),
@@ -103,7 +106,7 @@ def record(console: Console, args, built, measured: dict, found: dict) -> None:
             " --arm64" if args.arm64 else ""),
     }
     if args.arm64:
-        entry["cpu"] = f"{found['reason']}; host {info['cpu']}, {info['cores']} cores"
+        entry["cpu"] = f"{arithmetic.reason}; host {info.cpu}, {info.cores} cores"
         entry["isa"] = ["asimdhp", "fphp"]
         entry["versions"]["qemu"] = found["qemu"]
         entry["versions"]["runtime"] = "executorch 1.5.1 and torch 2.13.0 aarch64 wheels (PyPI), in the emulator"
@@ -168,7 +171,7 @@ def main() -> None:
                   rewrites=default_rewrites(fp16_safe=("norm", "attention") if args.fp16_safe else ()))
     found = {**fp16_arithmetic_here(), "hardware": X86_HARDWARE if platform.machine() in ("x86_64", "AMD64")
              else "arm64 neonfp16arith"}
-    console.print(f"machine: {describe(machine_info(args.threads))}; {found['reason']}")
+    console.print(f"machine: {describe(machine_info(args.threads))}; {Fp16ArithmeticJson(found).reason}")
     console.print(f"{args.model} {args.size}, weights {built.weights.source}, rewrites {', '.join(built.rewrites)}")
     normalize = "fold_input_normalization" not in built.rewrites
     xs = [torch.from_numpy(to_tensor(builtin_image(n), hw, normalize=normalize)) for n in args.images]
@@ -199,7 +202,7 @@ def main() -> None:
             else:
                 runner = load_runner(path, threads=args.threads)
                 measured = [depth(runner.run(x.numpy())) for x in xs]
-        measured_label = f"{args.target} .pte measured ({found['mode']})"
+        measured_label = f"{args.target} .pte measured ({Fp16ArithmeticJson(found).mode})"
         rows[measured_label] = figures(measured, refs)
         if args.time and options.get("split_k"):
             from depthport.bench import Entry, time_interleaved
@@ -214,8 +217,9 @@ def main() -> None:
                 entries = [Entry(label, load_runner(f, threads=args.threads), xs[0].numpy())
                            for label, f in files.items()]
                 timed = time_interleaved(entries, args.time)
-            console.print("latency on this CPU (" + found["mode"] + "), median ms over interleaved rounds: " + ", ".join(
-                f"{r['label']} {r['median']:.1f} (x{r['ratio']['paired']:.3f} paired)" for r in timed))
+            console.print(f"latency on this CPU ({Fp16ArithmeticJson(found).mode}), median ms over interleaved rounds: "
+                          + ", ".join(f"{r['label']} {r['median']:.1f} (x{r['ratio']['paired']:.3f} paired)"
+                                      for r in timed))
     form = xnnpack_fp16_form(built.model, args.split_k, target=args.target)
     for mode, label in PREDICTIONS.items():
         if mode not in args.predict:

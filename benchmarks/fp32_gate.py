@@ -22,6 +22,7 @@ from rich.table import Table
 from depthport.build import build, resolve_weights
 from depthport.core.images import builtin_set
 from depthport.core.machine import describe, machine_info
+from depthport.core.schema import ParityJson
 from depthport.export.executorch import FORMS, backend_form, lower_xnnpack, write_pte
 from depthport.export.litert import export_tflite
 from depthport.preprocess import parse_size
@@ -34,7 +35,7 @@ from depthport.verify import make_references, verify_file
 
 def ratio(path: Path, refs, threads: int) -> float:
     record, _, _ = verify_file(path, refs, threads)
-    return record["fp64_error_ratio"]
+    return ParityJson(record).fp64_error_ratio
 
 
 def main() -> None:

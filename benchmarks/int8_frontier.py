@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from common import add_run_args, run_setup, time_rounds, timed
+from depthport.core.report_model import Probe, load
 
 console = Console(width=180)
 REL_L2_GATE, DELTA_GATE, SHARE_GATE = 0.015, 0.99, 0.90
@@ -257,7 +258,8 @@ def main() -> int:
         files[label], kinds[label] = path, kind
     acc = timed(console, "accuracy on the 6 built-in images", lambda: accuracy(files, reference_model(spec, weights), hw,
                                                                                   args.threads))
-    records, probe = latency(files, hw, args)
+    records, probe_json = latency(files, hw, args)
+    probe = load(Probe, probe_json)
     by_label = {r["label"]: r for r in records}
 
     table = Table(title=f"INT8 frontier: {spec.id} {hw[0]}x{hw[1]}, {'random' if weights.random else args.weights} "
@@ -269,7 +271,7 @@ def main() -> int:
     for label, path in files.items():
         rec, fig = by_label[label], acc[label]
         speedup = paired_ratio(by_label["FP32"], rec)
-        gain = probe["int8_gain"][kinds[label]]["paired"] if label in kinds else None
+        gain = probe.int8_gain[kinds[label]].paired if label in kinds else None
         share = (speedup - 1) / (gain - 1) if gain and gain > 1 else None  # no gain to realise otherwise
         ops = int8_ops(path)
         ok = fig["rel_l2_pooled"] <= REL_L2_GATE and fig["delta125_worst"] >= DELTA_GATE
@@ -290,18 +292,18 @@ def main() -> int:
                 text = timed(console, f"profile {label}", lambda path=path: fallback_share(path, args.threads))
                 console.print(f"  not on XNNPACK: {text}")
                 next(r for r in rows if r["recipe"] == label)["not_on_xnnpack"] = text
-    for kind, g in probe["int8_gain"].items():
-        console.print(f"probe {kind}: {g['paired']:.3f}x over the FP32 chain (paired), FP32 chain "
-                      f"{probe['peak_gmac_per_s']:.1f} GMAC/s")
+    for kind, g in probe.int8_gain.items():
+        console.print(f"probe {kind}: {g.paired:.3f}x over the FP32 chain (paired), FP32 chain "
+                      f"{probe.peak_gmac_per_s:.1f} GMAC/s")
     console.print(f"gates: pooled rel L2 <= {REL_L2_GATE:.1%}, worst δ<1.25 >= {DELTA_GATE}, share of the probe's gain "
                   f">= {SHARE_GATE:.0%}; calibration images: {', '.join(CALIBRATION)} (scikit-image)")
     machine = machine_info(args.threads)
     console.print(f"machine: {describe(machine)}")
     console.print(f"versions: {versions()}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "probe": probe, "latency": records, "machine": machine,
-                                               "versions": versions(), "calibration": CALIBRATION}, indent=2,
-                                              default=str) + "\n")
+        Path(args.json).write_text(json.dumps({"rows": rows, "probe": probe_json, "latency": records,
+                                               "machine": machine, "versions": versions(),
+                                               "calibration": CALIBRATION}, indent=2, default=str) + "\n")
     return 0
 
 

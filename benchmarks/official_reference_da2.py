@@ -27,6 +27,8 @@ from depthport.registry import get_spec
 from depthport.runtimes import load_runner
 from depthport.core.images import builtin_set
 from depthport.core.metrics import pooled_rel_l2
+from depthport.core.report_model import Parity, load_report
+from depthport.core.schema import FAIL
 from depthport.weights.formats import OFFICIAL
 
 
@@ -55,27 +57,29 @@ def main() -> None:
                                                 skip={"ledger", "bench", "report", "card"}))
         t0 = time.perf_counter()
         with native_stderr_muted():
-            report = run_export(req)
+            report = load_report(run_export(req))
         seconds = time.perf_counter() - t0
-        [art] = report["artifacts"]
-        parity, gate = art["parity"], art["gate"]
+        [art] = report.artifacts
+        parity, gate = art.parity, art.verdict("parity")
         print(f"== {spec.id} {hw[0]}x{hw[1]}, random weights written as an official .pth ({len(state)} keys)")
-        print(f"export + verify: {seconds:.0f} s; position-embedding formula: {report['pos_embed_formula']}")
-        print(f"reference: {report['verify']['reference']}")
-        print(f"images: {len(report['verify']['images'])} ({report['verify']['image_source']})")
-        print(f"fp32 gate: {'PASS' if gate['passed'] else 'FAIL' if gate['passed'] is False else 'NOT JUDGED'}"
-              f" (thresholds {gate['thresholds']}){'; ' + '; '.join(gate['reasons']) if gate['reasons'] else ''}")
-        for key in ("rel_l2_pooled", "pearson_worst", "max_abs", "fp64_error_ratio", "upstream_fp32_vs_fp64"):
-            if parity.get(key) is not None:
-                value = f"{parity[key]:.9f}" if key.startswith("pearson") else f"{parity[key]:.3e}"
-                print(f"  tflite vs official computation, {key}: {value}")
-        if "vs_eager" in parity:
-            print(f"  tflite vs depthport eager, rel_l2_pooled: {parity['vs_eager']['rel_l2_pooled']:.3e}")
+        print(f"export + verify: {seconds:.0f} s; position-embedding formula: {report.pos_embed_formula}")
+        print(f"reference: {report.verify.reference}")
+        print(f"images: {len(report.verify.images)} ({report.verify.image_source})")
+        print(f"fp32 gate: {'PASS' if gate.ok else 'FAIL' if gate.state == FAIL else 'NOT JUDGED'}"
+              f" (thresholds {gate.thresholds}){'; ' + gate.reason if gate.reasons else ''}")
+        if isinstance(parity, Parity):
+            for key in ("rel_l2_pooled", "pearson_worst", "max_abs", "fp64_error_ratio", "upstream_fp32_vs_fp64"):
+                value = getattr(parity, key)
+                if value is not None:
+                    print(f"  tflite vs official computation, {key}: "
+                          + (f"{value:.9f}" if key.startswith("pearson") else f"{value:.3e}"))
+            if isinstance(parity.vs_eager, Parity):
+                print(f"  tflite vs depthport eager, rel_l2_pooled: {parity.vs_eager.rel_l2_pooled:.3e}")
         loaded = resolve_weights(spec, str(pth))
         plain = TransformersReference(spec, loaded)
         pairs = []
         with native_stderr_muted():
-            runner = load_runner(work / "out" / art["file"], threads=args.threads)
+            runner = load_runner(work / "out" / art.file, threads=args.threads)
             for _, image in builtin_set():
                 x = to_tensor(image, hw)
                 with torch.no_grad():

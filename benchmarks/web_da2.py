@@ -17,39 +17,41 @@ import json
 from pathlib import Path
 
 from common import add_run_args, run_setup, timed
+from depthport.core.report_model import BrowserRun, Parity, Report, load_report
 from rich.console import Console
 from rich.table import Table
 
 
-def rows(report: dict) -> list[tuple]:
+def pooled(parity) -> float | None:
+    """A section's pooled rel. L2, or None where it holds no figures."""
+    return parity.rel_l2_pooled if isinstance(parity, Parity) else None
+
+
+def rows(report: Report) -> list[tuple]:
     """(what, backend, shape, figure, limit, verdict, time) per measured figure."""
     out = []
-    for art in report["artifacts"]:
-        checks = art.get("checks", {})
-        if art.get("browser"):
-            runs = art["browser"]["backends"]
-            wasm = runs.get("wasm", {})
-            out.append((art["file"], "WASM vs transformers", "x".join(map(str, wasm.get("shape", []))),
-                        art["parity"].get("rel_l2_pooled"), 2e-6, checks["parity"]["state"], wasm.get("time")))
+    for art in report.artifacts:
+        if art.browser:
+            runs = art.browser.backends
+            wasm = runs.get("wasm", BrowserRun())
+            out.append((art.file, "WASM vs transformers", "x".join(map(str, wasm.shape)), pooled(art.parity), 2e-6,
+                        art.verdict("parity").state, wasm.time))
             for name, check in (("webgpu-fp32", "webgpu_fp32"), ("webgpu-fp16", "webgpu_fp16")):
-                run = runs.get(name)
+                run, verdict = runs.get(name), art.verdict(check)
                 if not run:
-                    out.append((art["file"], name, "-", None, None, checks[check]["state"], None))
+                    out.append((art.file, name, "-", None, None, verdict.state, None))
                     continue
-                fp16 = run.get("fp16") or {}
-                label = name + " vs CPU" + (f" (FP16 {fp16['mode']}; predicted storage "
-                                           f"{fp16['predicted']['storage']:.3g}, arithmetic "
-                                           f"{fp16['predicted']['arithmetic']:.3g})" if fp16 else "")
-                out.append((art["file"], label, "x".join(map(str, run["shape"])), (run.get("vs_cpu") or {}).get(
-                    "rel_l2_pooled"), checks[check]["thresholds"].get("rel_l2_vs_cpu"), checks[check]["state"],
-                    run.get("time")))
-        if art.get("shapes_parity") is not None:
-            _, _, h, w = art["input_shape"]
-            out.append((art["file"], "vs transformers", f"{h}x{w}", art["parity"].get("rel_l2_pooled"), 2e-6,
-                        art["gate"]["state"], None))
-            for hw, entry in art["shapes_parity"].items():
-                out.append((art["file"], "vs transformers", hw, entry.get("rel_l2_pooled"), 2e-6,
-                            entry["gate"]["state"], None))
+                fp16 = run.fp16
+                label = name + " vs CPU" + (f" (FP16 {fp16.mode}; predicted storage {fp16.predicted.storage:.3g}, "
+                                           f"arithmetic {fp16.predicted.arithmetic:.3g})" if fp16 else "")
+                out.append((art.file, label, "x".join(map(str, run.shape)), pooled(run.vs_cpu),
+                            verdict.thresholds.get("rel_l2_vs_cpu"), verdict.state, run.time))
+        if isinstance(art.shapes_parity, dict):
+            _, _, h, w = art.input_shape
+            out.append((art.file, "vs transformers", f"{h}x{w}", pooled(art.parity), 2e-6,
+                        art.verdict("parity").state, None))
+            for hw, entry in art.shapes_parity.items():
+                out.append((art.file, "vs transformers", hw, entry.rel_l2_pooled, 2e-6, entry.gate.state, None))
     return out
 
 
@@ -68,22 +70,23 @@ def main() -> None:
                          targets=parse_targets(args.targets), command="benchmarks/web_da2.py",
                          stages=StageOptions(images=args.images, threads=args.threads, skip={"ledger", "bench"},
                                              web_fast_shaders=args.fast_shaders))
-    report = timed(console, f"export {spec.id} {hw[0]}x{hw[1]} -> {args.targets}", lambda: run_export(opts))
+    data = timed(console, f"export {spec.id} {hw[0]}x{hw[1]} -> {args.targets}", lambda: run_export(opts))
+    report = load_report(data)
     table = Table(title=f"{spec.id} {hw[0]}x{hw[1]}, {'random' if weights.random else 'published'} weights, "
-                        f"rel. L2 (pooled over {len(report['verify']['images'])} images)")
+                        f"rel. L2 (pooled over {len(report.verify.images)} images)")
     for col in ("file", "what", "shape", "rel L2", "limit", "verdict", "ms first / median (where)"):
         table.add_column(col, overflow="fold")
     for file, what, shape, value, limit, state, t in rows(report):
-        when = "-" if not t else (f"{t['first_ms']:.0f} / " + ("-" if t["median_ms"] is None else
-                                                               f"{t['median_ms']:.0f}") + f" ({t['label']})")
+        when = "-" if t is None or t.first_ms is None else (
+            f"{t.first_ms:.0f} / " + ("-" if t.median_ms is None else f"{t.median_ms:.0f}") + f" ({t.label})")
         table.add_row(file, what, shape, "-" if value is None else f"{value:.3e}", "-" if limit is None else f"{limit:g}",
                       state, when)
     console.print(table)
-    for art in report["artifacts"]:
-        console.print(f"{art['file']}: {art['status']} ({art['status_reason']})")
+    for art in report.artifacts:
+        console.print(f"{art.file}: {art.status} ({art.status_reason})")
     console.print(f"report: {opts.out_dir / 'report.html'}")
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1, default=str))
+        Path(args.json).write_text(json.dumps(data, indent=1, default=str))
 
 
 if __name__ == "__main__":

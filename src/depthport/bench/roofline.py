@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..core.report_model import Probe, load
 from . import macs as macs_mod
 
 METHOD = ("GMAC = multiply-accumulates of FULLY_CONNECTED, CONV_2D, DEPTHWISE_CONV_2D, BATCH_MATMUL and "
@@ -74,27 +75,29 @@ def figures(macs: dict, median_ms: float, probe: dict | None) -> dict:
         return out
     rate = macs["total"] / 1e6 / median_ms
     out["gmac_per_s"] = rate
-    if probe and probe.get("peak_gmac_per_s"):
-        out["pct_of_peak"] = 100 * rate / probe["peak_gmac_per_s"]
-        by, kinds = macs.get("by_precision") or {}, probe.get("kinds", {})
+    probe = load(Probe, probe)
+    if probe and probe.peak_gmac_per_s:
+        out["pct_of_peak"] = 100 * rate / probe.peak_gmac_per_s
+        by, kinds = macs.get("by_precision") or {}, probe.kinds
         needed = {PEAK_KIND.get(c, "fp32") for c in by}
         if any(c in INT8_CLASSES for c in by) and needed <= set(kinds):
-            ideal_ms = sum(m / 1e6 / kinds[PEAK_KIND.get(c, "fp32")]["gmac_per_s"] for c, m in by.items())
+            ideal_ms = sum(m / 1e6 / kinds[PEAK_KIND.get(c, "fp32")].gmac_per_s for c, m in by.items())
             out["pct_of_mixed_peak"] = 100 * ideal_ms / median_ms
     return out
 
 
 def probe_lines(probe: dict | None) -> list[str]:
     """Console lines for the probe section."""
-    if not probe or "kinds" not in probe:
+    probe = load(Probe, probe)
+    if not probe or not probe.kinds:
         return []
-    kinds = probe["kinds"]
-    lines = [f"GEMM probe ({probe['chain']}, {probe['gmac']:.2f} GMAC, {probe['threads']} threads, same rounds): "
-             + "; ".join(f"{k} {v['median_ms']:.1f} ms = {v['gmac_per_s']:.1f} GMAC/s" for k, v in kinds.items())]
-    lines.append(f"peak (FP32 chain, median) = {probe['peak_gmac_per_s']:.1f} GMAC/s")
-    for kind, gain in probe.get("int8_gain", {}).items():
-        lines.append(f"INT8 possible gain on this machine, {kinds[kind]['what']}: FP32 chain / INT8 chain = "
-                     f"{gain['median']:.2f}x (paired {gain['paired']:.2f}x)")
-    if probe.get("note"):
-        lines.append(probe["note"])
+    kinds = probe.kinds
+    lines = [f"GEMM probe ({probe.chain}, {probe.gmac:.2f} GMAC, {probe.threads} threads, same rounds): "
+             + "; ".join(f"{k} {v.median_ms:.1f} ms = {v.gmac_per_s:.1f} GMAC/s" for k, v in kinds.items())]
+    lines.append(f"peak (FP32 chain, median) = {probe.peak_gmac_per_s:.1f} GMAC/s")
+    for kind, gain in probe.int8_gain.items():
+        lines.append(f"INT8 possible gain on this machine, {kinds[kind].what}: FP32 chain / INT8 chain = "
+                     f"{gain.median:.2f}x (paired {gain.paired:.2f}x)")
+    if probe.note:
+        lines.append(probe.note)
     return lines

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from ..core.report_model import BrowserRun, OnGpu, load
 from ..core.schema import ERROR, UNAVAILABLE, Verdict
 from ..fp16.simulate import DEFAULT_TOL as FP16_TOL
 
@@ -67,12 +68,13 @@ def gpu_evidence(info: dict, gpu: dict | None, console: list[str]) -> dict:
             "gpu_errors": len(errors), "gpu_error": first_error(errors) or None}
 
 
-def refused(evidence: dict) -> str | None:
+def refused(evidence: dict | OnGpu) -> str | None:
     """Why the GPU's output cannot be trusted although the run was on the GPU (WebGPU refused some of its work)."""
-    if not evidence.get("gpu_errors"):
+    evidence = evidence if isinstance(evidence, OnGpu) else load(OnGpu, evidence)
+    if not evidence.gpu_errors:
         return None
-    return (f"WebGPU reported {evidence['gpu_errors']} validation error(s): it refused shaders, pipelines or command "
-            f"buffers, so that work never ran (first: {evidence['gpu_error']})")
+    return (f"WebGPU reported {evidence.gpu_errors} validation error(s): it refused shaders, pipelines or command "
+            f"buffers, so that work never ran (first: {evidence.gpu_error})")
 
 
 def fp16_mode(gpu: dict | None) -> dict:
@@ -101,20 +103,21 @@ def webgpu_fp32_verdict(run: dict | None, why_not: str | None = None) -> Verdict
     limits = {"rel_l2_vs_cpu": WEBGPU_FP32_TOL}
     if run is None:
         return Verdict.not_measured(why_not or "the WebGPU FP32 run was not made", ERROR, limits)
-    if run.get("error"):
-        return Verdict.failed(f"WebGPU FP32 did not run: {run['error']}", {}, limits)
-    evidence, vs_cpu = run["on_gpu"], run["vs_cpu"]
-    figures = {"rel_l2_vs_cpu": vs_cpu["rel_l2_pooled"], "pearson_vs_cpu": vs_cpu["pearson_worst"],
-               "shape": run["shape"], "dispatches": evidence["dispatches"]}
-    if not evidence["on_gpu"]:
-        return Verdict.failed("not on the GPU: " + "; ".join(evidence["problems"]), figures, limits)
+    run = load(BrowserRun, run)
+    if run.error:
+        return Verdict.failed(f"WebGPU FP32 did not run: {run.error}", {}, limits)
+    evidence, vs_cpu = run.on_gpu, run.vs_cpu
+    figures = {"rel_l2_vs_cpu": vs_cpu.rel_l2_pooled, "pearson_vs_cpu": vs_cpu.pearson_worst,
+               "shape": list(run.shape), "dispatches": evidence.dispatches}
+    if not evidence.on_gpu:
+        return Verdict.failed("not on the GPU: " + "; ".join(evidence.problems), figures, limits)
     if refused(evidence):
         return Verdict.failed(refused(evidence), figures, limits)
-    if not vs_cpu["rel_l2_pooled"] <= WEBGPU_FP32_TOL:
-        return Verdict.failed(f"computes wrongly on WebGPU: rel L2 vs CPU {vs_cpu['rel_l2_pooled']:.3g} > "
+    if not vs_cpu.rel_l2_pooled <= WEBGPU_FP32_TOL:
+        return Verdict.failed(f"computes wrongly on WebGPU: rel L2 vs CPU {vs_cpu.rel_l2_pooled:.3g} > "
                               f"{WEBGPU_FP32_TOL:g}", figures, limits)
-    return Verdict.passed(figures, limits, f"on the GPU ({evidence['dispatches']} dispatches), rel L2 vs CPU "
-                                           f"{vs_cpu['rel_l2_pooled']:.2e} at {run['shape'][0]}x{run['shape'][1]}")
+    return Verdict.passed(figures, limits, f"on the GPU ({evidence.dispatches} dispatches), rel L2 vs CPU "
+                                           f"{vs_cpu.rel_l2_pooled:.2e} at {run.shape[0]}x{run.shape[1]}")
 
 
 def prediction_note(measured: float, mode: str, predicted: dict) -> tuple[str, bool | None]:
@@ -135,18 +138,18 @@ def webgpu_fp16_verdict(run: dict | None, why_not: str | None = None, cause: str
     limits = {"rel_l2_vs_cpu": FP16_TOL}
     if run is None:
         return Verdict.not_measured(why_not or "the WebGPU FP16 run was not made", cause, limits)
-    if run.get("error"):
-        return Verdict.failed(f"WebGPU FP16 did not run: {run['error']}", {}, limits)
-    evidence, vs_cpu, fp16 = run["on_gpu"], run["vs_cpu"], run["fp16"]
-    figures = {"rel_l2_vs_cpu": vs_cpu["rel_l2_pooled"], "mode": fp16["mode"],
-               "predicted_storage": fp16["predicted"].get("storage"),
-               "predicted_arithmetic": fp16["predicted"].get("arithmetic"), "agrees": fp16.get("agrees")}
-    if not evidence["on_gpu"]:
-        return Verdict.failed("not on the GPU: " + "; ".join(evidence["problems"]), figures, limits)
+    run = load(BrowserRun, run)
+    if run.error:
+        return Verdict.failed(f"WebGPU FP16 did not run: {run.error}", {}, limits)
+    evidence, vs_cpu, fp16 = run.on_gpu, run.vs_cpu, run.fp16
+    figures = {"rel_l2_vs_cpu": vs_cpu.rel_l2_pooled, "mode": fp16.mode, "predicted_storage": fp16.predicted.storage,
+               "predicted_arithmetic": fp16.predicted.arithmetic, "agrees": fp16.agrees}
+    if not evidence.on_gpu:
+        return Verdict.failed("not on the GPU: " + "; ".join(evidence.problems), figures, limits)
     if refused(evidence):
-        return Verdict.failed(f"{refused(evidence)}; rel L2 vs CPU {vs_cpu['rel_l2_pooled']:.3g}", figures, limits)
-    if not vs_cpu["rel_l2_pooled"] <= FP16_TOL:
-        return Verdict.failed(f"FP16 on WebGPU is off: rel L2 vs CPU {vs_cpu['rel_l2_pooled']:.3g} > {FP16_TOL:g} "
-                              f"(FP16 {fp16['mode']}); {fp16['note']}", figures, limits)
-    return Verdict.passed(figures, limits, f"FP16 {fp16['mode']} on the GPU, rel L2 vs CPU "
-                                           f"{vs_cpu['rel_l2_pooled']:.2e}; {fp16['note']}")
+        return Verdict.failed(f"{refused(evidence)}; rel L2 vs CPU {vs_cpu.rel_l2_pooled:.3g}", figures, limits)
+    if not vs_cpu.rel_l2_pooled <= FP16_TOL:
+        return Verdict.failed(f"FP16 on WebGPU is off: rel L2 vs CPU {vs_cpu.rel_l2_pooled:.3g} > {FP16_TOL:g} "
+                              f"(FP16 {fp16.mode}); {fp16.note}", figures, limits)
+    return Verdict.passed(figures, limits, f"FP16 {fp16.mode} on the GPU, rel L2 vs CPU "
+                                           f"{vs_cpu.rel_l2_pooled:.2e}; {fp16.note}")

@@ -149,6 +149,7 @@ def print_table(result: dict) -> None:
     from ..bench.roofline import probe_lines
     from ..core.formatting import fmt
     from ..core.machine import describe
+    from ..core.report_model import Machine, load
 
     table = Table(title=f"latency, {where}, {r0['rounds']} rounds x {r0['iters']} calls "
                         f"after {r0['warmup']} warm-ups (ms)", caption=describe(result["machine"]))
@@ -176,8 +177,8 @@ def print_table(result: dict) -> None:
         console.print(line)
     if any(rec.get("pct_of_mixed_peak") is not None for rec in recs):
         console.print("mixed: % of the peak when every MAC runs at its own precision's probe chain (FP32 / INT8)")
-    m, v = result["machine"], result["versions"]
-    console.print(f"{m['cpu']}, {m['cores']} cores, {m['os']}")
+    m, v = load(Machine, result["machine"]), result["versions"]
+    console.print(f"{m.cpu}, {m.cores} cores, {m.os}")
     console.print(", ".join(f"{k} {val}" for k, val in v.items()))
 
 
@@ -189,13 +190,15 @@ def run_profile(args, probe: dict | None) -> dict:
     from ..bench.profile import mac_rates, print_profile
     from ..bench.profile_runtimes import profile_file
     from ..core.machine import machine_info
+    from ..core.report_model import Probe, load
 
     if not Path(args.profile).is_file():
         raise InputError(f"model file not found: {args.profile}")
     with Console(stderr=True).status(f"profiling {Path(args.profile).name}"):
         prof = profile_file(args.profile, threads=args.threads, runs=args.profile_runs)
     if "error" not in prof:
-        prof["mac_ops"] = mac_rates(prof, count_macs(args.profile), (probe or {}).get("peak_gmac_per_s"))
+        peak = load(Probe, probe).peak_gmac_per_s if probe else None
+        prof["mac_ops"] = mac_rates(prof, count_macs(args.profile), peak)
         prof["machine"] = machine_info(args.threads)
     print_profile(prof)
     if args.json and not (args.files or args.torch):

@@ -11,6 +11,8 @@ import os
 import platform
 from pathlib import Path
 
+from .report_model import Machine, load
+
 # ISA feature -> the /proc/cpuinfo flags that show it (any of them). x86: "flags"; ARM: "Features".
 X86_FEATURES = {
     "avx2": ("avx2",),
@@ -88,18 +90,19 @@ def machine_info(threads: int | None = None) -> dict:
             "isa_source": parsed["isa_source"] or "not readable here (no /proc/cpuinfo)", "os": platform.platform()}
 
 
-def isa_text(isa: dict) -> str:
+def isa_text(isa: dict | None) -> str:
     """The features present, e.g. "avx2 fma"; "none of ..." when the machine has none of them."""
+    if not isa:
+        return "ISA flags unknown"
     present = [k for k, v in isa.items() if v]
-    if present:
-        return " ".join(present)
-    return f"none of {', '.join(isa)}" if isa else "ISA flags unknown"
+    return " ".join(present) if present else f"none of {', '.join(isa)}"
 
 
-def describe(info: dict) -> str:
+def describe(info: dict | Machine) -> str:
     """One line: CPU model, cores, threads used, ISA features present."""
-    threads = f", {info['threads']} threads" if info.get("threads") is not None else ""
-    return f"{info['cpu']}, {info['cores']} cores{threads}; {isa_text(info.get('isa') or {})}"
+    info = info if isinstance(info, Machine) else load(Machine, info)
+    threads = f", {info.threads} threads" if info.threads is not None else ""
+    return f"{info.cpu}, {info.cores} cores{threads}; {isa_text(info.isa)}"
 
 
 # The features with which XNNPACK's f16 kernels compute in FP16 arithmetic (not FP16 storage only).
@@ -116,18 +119,16 @@ def fp16_arithmetic(info: dict | None = None) -> dict:
     "reason"}``; ``arithmetic`` is None when the flags cannot be read. With FP16 arithmetic, ``subnormals`` says
     what XNNPACK does with FP16 subnormals: "kept" on x86, "flushed" (to zero) on ARM, as phones compute.
     """
-    info = info or machine_info()
-    isa = info.get("isa") or {}
+    info = load(Machine, info or machine_info())
+    isa, cpu = info.isa, info.cpu
     if not isa:
-        return {"arithmetic": None, "mode": "unknown", "cpu": info.get("cpu"),
-                "reason": "the CPU's ISA flags cannot be read here"}
+        return {"arithmetic": None, "mode": "unknown", "cpu": cpu, "reason": "the CPU's ISA flags cannot be read here"}
     x86 = "avx2" in isa or "avx512f" in isa
     needs = FP16_ARITHMETIC["x86" if x86 else "arm"]
     found = [f for f in needs if isa.get(f)]
     if found:
-        return {"arithmetic": True, "mode": "fp16 arithmetic", "cpu": info.get("cpu"),
-                "subnormals": "kept" if x86 else "flushed",
-                "reason": f"{info.get('cpu')} has {', '.join(found)}: XNNPACK computes fp16 files in FP16"}
-    return {"arithmetic": False, "mode": "fp16 storage only", "cpu": info.get("cpu"),
-            "reason": f"{info.get('cpu')} has no {' / '.join(needs)}: XNNPACK stores FP16 but computes in FP32 "
+        return {"arithmetic": True, "mode": "fp16 arithmetic", "cpu": cpu, "subnormals": "kept" if x86 else "flushed",
+                "reason": f"{cpu} has {', '.join(found)}: XNNPACK computes fp16 files in FP16"}
+    return {"arithmetic": False, "mode": "fp16 storage only", "cpu": cpu,
+            "reason": f"{cpu} has no {' / '.join(needs)}: XNNPACK stores FP16 but computes in FP32 "
                       "here, so a measured fp16 parity says nothing about FP16 arithmetic"}

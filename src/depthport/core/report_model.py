@@ -92,14 +92,32 @@ class Latency:
 
 @dataclass(frozen=True)
 class Gain:
+    """INT8's gain over FP32 on the probe chain: the ratio of the medians, and the paired ratio."""
+
     median: float | None = None
+    paired: float | None = None
+
+
+@dataclass(frozen=True)
+class ProbeKind:
+    """One precision's run of the probe chain."""
+
+    what: str = ""
+    median_ms: float | None = None
+    gmac_per_s: float | None = None
 
 
 @dataclass(frozen=True)
 class Probe:
+    """The GEMM probe (``bench.probe.summarize``): the chain, each precision's rate, the FP32 peak, INT8's gain."""
+
     chain: str | None = None
+    gmac: float | None = None
+    threads: int | None = None
+    kinds: dict[str, ProbeKind] = field(default_factory=dict)
     peak_gmac_per_s: float | None = None
     skipped: str | None = None
+    note: str | None = None
     int8_gain: dict[str, Gain] = field(default_factory=dict)
 
 
@@ -153,6 +171,9 @@ class Fp16Prediction:
     pearson: float | None = None
     images: tuple[str, ...] = ()
     first_bad_layer: str | None = None
+    overflow_layers: tuple[str, ...] = ()
+    max_abs_fp32: float | None = None
+    max_abs_layer: str | None = None
     needs_enforce_f32: bool = False
     headroom_by_op: tuple[Headroom, ...] = ()
     figures: PredictionFigures = PredictionFigures()
@@ -288,6 +309,14 @@ class WebFiles:
 
 
 @dataclass(frozen=True)
+class MlPackage:
+    """The Core ML package written beside a coreml .pte."""
+
+    file: str = ""
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
 class Artifact:
     """One written file and everything measured about it."""
 
@@ -303,6 +332,8 @@ class Artifact:
     op_count: int | None = None
     max_tensor_rank: int | None = None
     input_dims: tuple = ()
+    runnable_here: bool = True
+    mlpackage: MlPackage | None = None
     web: WebFiles | None = None
     browser: Browser | None = None
     shapes_parity: dict[str, ShapeParity] | NotMeasured | None = None
@@ -366,10 +397,6 @@ class Machine:
     isa: dict[str, bool] | None = None
     isa_source: str | None = None
     os: str | None = None
-
-    def as_info(self) -> dict:
-        """The fields the report holds, as ``core.machine`` reads them (``describe``)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
 @dataclass(frozen=True)

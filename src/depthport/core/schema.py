@@ -176,6 +176,15 @@ class ArtifactJson(JsonObject):
         return self.status
 
 
+class ParityJson(JsonObject):
+    """A file's ``parity`` (``verify.parity.parity_record``): the figures against upstream, then against depthport's
+    eager model and the float64 reference where they were computed, and how the file was run."""
+
+    reference, rel_l2_pooled, parity_images, vs_eager, eager_images = Field(), Field(), Field(), Field(), Field()
+    vs_reference_fp64, upstream_fp32_vs_fp64, fp64_error_ratio, fp64_images = Field(), Field(), Field(), Field()
+    runtime, compute, compute_reason, skipped = Field(), Field(), Field(), Field()
+
+
 class Fp16ArithmeticJson(JsonObject):
     """An fp16 file's ``fp16_arithmetic``: whether this CPU computes in FP16 (``mode``) and why, what it does with
     FP16 subnormals, the emulated measurement and the prediction (``check.fp16_compute.fp16_arithmetic_entry``)."""

@@ -73,7 +73,7 @@ def machine_view(report: Report) -> dict:
     bench = report.bench or Bench()
     info, probe = bench.machine, bench.probe
     return {"timed": report.bench is not None or any(a.latency_ms is not None for a in report.artifacts),
-            "line": describe(info.as_info()) if info is not None and info.cpu else None,
+            "line": describe(info) if info is not None and info.cpu else None,
             "cpu": report.machine.cpu, "cores": report.machine.cores,
             "peak": fmt(probe.peak_gmac_per_s, ".1f", missing=None), "probe": probe.chain,
             "peak_why": probe.skipped, "method": bench.roofline_method}

@@ -8,6 +8,7 @@ import numpy as np
 from PIL import Image
 
 from ..core import metrics
+from ..core.schema import ParityJson
 from ..errors import InputError
 from ..preprocess import to_tensor
 from ..runtimes.torch import TorchRunner
@@ -169,7 +170,7 @@ def compare(outputs: dict[str, np.ndarray], refs: References, which: str = "refe
 def upstream_fp64_error(refs: References) -> float:
     """Pooled rel. L2 of the upstream float32 reference against itself in float64: the floor of FP32 parity."""
     outputs = {img: refs.output("reference", img) for img in refs.fp64_names}
-    return compare(outputs, refs, "reference64")["rel_l2_pooled"]
+    return ParityJson(compare(outputs, refs, "reference64")).rel_l2_pooled
 
 
 def parity_record(outputs: dict[str, np.ndarray], refs: References, reference_label: str,
@@ -177,22 +178,22 @@ def parity_record(outputs: dict[str, np.ndarray], refs: References, reference_la
     """The report's ``parity`` entry: against the upstream reference, depthport's eager model and, when
     there is one, the upstream reference in float64. With float64, ``fp64_error_ratio`` is the file's error
     against float64 divided by upstream float32's own error against float64 (1.0: as exact as upstream)."""
-    record = {"reference": reference_label, **compare(outputs, refs, "reference")}
+    record = ParityJson({"reference": reference_label, **compare(outputs, refs, "reference")})
     if len(outputs) < len(refs.names):
-        record["parity_images"] = f"parity on {len(outputs)} of {len(refs.names)} images"
+        record.parity_images = f"parity on {len(outputs)} of {len(refs.names)} images"
     if refs.eager is not None:
         names = refs.eager_names
-        record["vs_eager"] = {"reference": eager_label or "depthport eager",
-                              **compare({n: outputs[n] for n in names}, refs, "eager")}
+        record.vs_eager = {"reference": eager_label or "depthport eager",
+                           **compare({n: outputs[n] for n in names}, refs, "eager")}
         if len(names) < len(refs.names):
-            record["eager_images"] = f"depthport eager on {len(names)} of {len(refs.names)} images"
+            record.eager_images = f"depthport eager on {len(names)} of {len(refs.names)} images"
     if refs.reference64 is not None:
         names = refs.fp64_names
-        record["vs_reference_fp64"] = {"reference": f"{reference_label}, computed in float64",
-                                       **compare({n: outputs[n] for n in names}, refs, "reference64")}
+        record.vs_reference_fp64 = {"reference": f"{reference_label}, computed in float64",
+                                    **compare({n: outputs[n] for n in names}, refs, "reference64")}
         floor = upstream_fp64_error(refs)
-        record["upstream_fp32_vs_fp64"] = floor
-        record["fp64_error_ratio"] = record["vs_reference_fp64"]["rel_l2_pooled"] / floor if floor > 0 else None
+        record.upstream_fp32_vs_fp64 = floor
+        record.fp64_error_ratio = ParityJson(record.vs_reference_fp64).rel_l2_pooled / floor if floor > 0 else None
         if len(names) < len(refs.names):
-            record["fp64_images"] = f"float64 reference on {len(names)} of {len(refs.names)} images"
-    return record
+            record.fp64_images = f"float64 reference on {len(names)} of {len(refs.names)} images"
+    return record.data

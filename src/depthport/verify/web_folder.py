@@ -21,7 +21,7 @@ import numpy as np
 
 from ..check import webgpu_verdict
 from ..core import metrics
-from ..core.schema import ERROR, ArtifactJson, BrowserJson, ReportJson, Verdict, failed_section
+from ..core.schema import ERROR, ArtifactJson, BrowserJson, Fp16PredictionJson, ReportJson, Verdict, failed_section
 from ..errors import InputError, error_text
 from ..export.small import SmallExport, small_export
 from ..web import chromium
@@ -104,7 +104,7 @@ def fp16_predictions(model, hw: tuple[int, int], normalize: bool, images, prompt
     out = {}
     for key, accumulate in (("storage", "fp32"), ("arithmetic", "fp16")):
         entry = predict_fp16(model, hw, normalize=normalize, accumulate=accumulate, images=images, prompts=prompts)
-        out[key] = entry.get("rel_l2")
+        out[key] = Fp16PredictionJson(entry).rel_l2
     return out
 
 
