@@ -35,7 +35,8 @@ import numpy as np
 
 from depthport.core.machine import machine_info
 from depthport.core.provenance import versions
-from depthport.core.schema import Fp16ArithmeticJson, Fp16PredictionJson, ReportJson, read_report
+from depthport.core.report_model import dump, load_report
+from depthport.core.schema import read_report
 
 SETS = {"plain": ("random", False), "safe": ("random", True), "stress": ("stress", False),
         "stress_safe": ("stress", True)}
@@ -104,7 +105,9 @@ def export_set(name: str, model: str, size: str, images: Path, scratch: Path, de
     """One set's export (check stage only), its prediction, its files' outputs on this CPU; what travels goes to
     ``dest``: the input (``x.npz``), the FP32 file's output, and the files (``.xz`` at full size). ``xnnpack``
     adds an ``xnnpack-fp16`` export for its prediction of XNNPACK's f16 kernels (``prediction_xnnpack``), which
-    the machine's CPU checks with LiteRT's forced FP16 inference where it has FP16 arithmetic."""
+    the machine's CPU checks with LiteRT's forced FP16 inference where it has FP16 arithmetic. The predictions go
+    into ``set.json`` as core.report_model's ``Fp16Prediction`` (``dump``), which device_run.py reads back (``load``).
+    """
     import lzma
 
     from depthport.quiet import native_stderr_muted
@@ -118,13 +121,13 @@ def export_set(name: str, model: str, size: str, images: Path, scratch: Path, de
            "--skip", "ledger,verify,bench,report,card", *(["--fp16-safe"] if safe else [])]
     log = subprocess.run(cmd, capture_output=True, text=True)
     (dest / "export.log").write_text(log.stdout + log.stderr)
-    report = ReportJson(read_report(out / "report.json"))
+    report = load_report(read_report(out / "report.json"))
     stem = model.replace("-", "_")
     found = {s: sorted(out.rglob(f"{stem}_{s}.tflite")) for s in ("fp32", "fp16")}
     if not found["fp32"] or not found["fp16"]:
         raise RuntimeError(f"{name}: export exited {log.returncode} without both files; see {dest / 'export.log'}")
-    pred = next((a.fp16_compute for a in report.artifacts if a.fp16_compute), {})
-    pred_xnnpack = next((Fp16ArithmeticJson(a.fp16_arithmetic).prediction for a in report.artifacts
+    pred = next((a.fp16_compute for a in report.artifacts if a.fp16_compute), None)
+    pred_xnnpack = next((a.fp16_arithmetic.prediction for a in report.artifacts
                          if a.target == "xnnpack-fp16" and a.fp16_arithmetic), None)
     x = None
     outputs = {}
@@ -145,9 +148,12 @@ def export_set(name: str, model: str, size: str, images: Path, scratch: Path, de
         files[s] = {"file": name_s, "stored": stored, "sha256": hashlib.sha256(data).hexdigest()}
     np.save(dest / "cpu_fp32_file.npy", outputs["fp32"])
     entry = {"set": name, "weights": weights, "fp16_safe": safe, "model": model, "size": size, "files": files,
-             "export_exit": log.returncode, "prediction": pred, "prediction_xnnpack": pred_xnnpack, "input": "x.npz",
-             "cpu_outputs": {f"{s}_file": f"cpu_{s}_file.npy" for s in ("fp32", *carried)}}
+             "export_exit": log.returncode, "prediction": dump(pred), "prediction_xnnpack": dump(pred_xnnpack),
+             "input": "x.npz", "cpu_outputs": {f"{s}_file": f"cpu_{s}_file.npy" for s in ("fp32", *carried)}}
     (dest / "set.json").write_text(json.dumps(entry, indent=2, default=str) + "\n")
+    overflow = [o.op for o in pred.overflow_ops][:3] if pred else None
+    print(f"{name}: predicted FP16-compute rel. L2 {pred.rel_l2 if pred else None}, overflow {overflow}, "
+          f"files {', '.join(f['file'] for f in files.values())}", flush=True)
     return entry
 
 
@@ -183,11 +189,7 @@ def main() -> int:
     for name in args.sets.split(","):
         dest = out / name
         dest.mkdir(parents=True, exist_ok=True)
-        entry = export_set(name, model, size, images, scratch, dest, args.small, not args.no_xnnpack)
-        pred = Fp16PredictionJson(entry["prediction"])
-        print(f"{name}: predicted FP16-compute rel. L2 {pred.rel_l2}, overflow "
-              f"{[o.get('op') if isinstance(o, dict) else o for o in pred.overflow_ops or []][:3]}, "
-              f"files {', '.join(f['file'] for f in entry['files'].values())}", flush=True)
+        export_set(name, model, size, images, scratch, dest, args.small, not args.no_xnnpack)
     sizes = {str(f.relative_to(out)): f.stat().st_size for f in sorted(out.rglob("*")) if f.is_file()}
     print(json.dumps(sizes, indent=1))
     return 0

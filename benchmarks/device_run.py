@@ -35,6 +35,7 @@ import numpy as np
 
 from depthport.core import metrics
 from depthport.core.machine import fp16_arithmetic, machine_info
+from depthport.core.report_model import Fp16Arithmetic, Fp16Prediction, Machine, load
 
 
 def sh(cmd: list[str], timeout: float = 30) -> str:
@@ -156,7 +157,8 @@ def study(entry: dict, scratch: Path, runs: int, swiftshader: bool, deadline: fl
 
     folder, rows = entry["dir"], []
     ref_fp32 = np.load(folder / entry["cpu_outputs"]["fp32_file"])
-    pred = entry.get("prediction") or {}
+    pred = load(Fp16Prediction, entry.get("prediction")) or Fp16Prediction()
+    pred_xnnpack = load(Fp16Prediction, entry.get("prediction_xnnpack"))
     x_path = scratch / f"x_{entry['set']}.npy"
     np.save(x_path, np.load(folder / entry["input"])["x"])
     x = np.load(x_path)
@@ -168,11 +170,11 @@ def study(entry: dict, scratch: Path, runs: int, swiftshader: bool, deadline: fl
             cpu = np.asarray(load_runner(path, threads=os.cpu_count() or 2).run(x), dtype=np.float32)
         carried_cpu = np.load(folder / entry["cpu_outputs"][f"{kind}_file"])
         row["cpu_here_vs_prepared_rel_l2"] = metrics.rel_l2(cpu, carried_cpu)
-        arithmetic = fp16_arithmetic()
+        arithmetic = load(Fp16Arithmetic, fp16_arithmetic())
         try:
             forced = cpu_force_fp16(path, x, os.cpu_count() or 2, ref_fp32.size).reshape(ref_fp32.shape)
-            fp16_cpu = {"finite": bool(np.isfinite(forced).all()), "mode": arithmetic["mode"],
-                        "predicted_xnnpack_rel_l2": (entry.get("prediction_xnnpack") or {}).get("rel_l2")}
+            fp16_cpu = {"finite": bool(np.isfinite(forced).all()), "mode": arithmetic.mode,
+                        "predicted_xnnpack_rel_l2": pred_xnnpack.rel_l2 if pred_xnnpack else None}
             fp16_cpu |= {"vs_fp32_file_cpu": compare(forced, ref_fp32)} if fp16_cpu["finite"] else {}
         except Exception as exc:  # a runtime without the flag, or a file XNNPACK refuses in FP16
             fp16_cpu = {"error": f"{type(exc).__name__}: {exc}"}
@@ -187,16 +189,15 @@ def study(entry: dict, scratch: Path, runs: int, swiftshader: bool, deadline: fl
             r = row | {"gpu_precision": precision} | g
             if g.get("ok"):
                 depth = np.load(npy)
-                r["finite"] = bool(np.isfinite(depth).all())
-                r["max_abs_output"] = float(np.nanmax(np.abs(depth))) if r["finite"] else None
-                r["vs_fp32_file_cpu"] = compare(depth, ref_fp32) if r["finite"] else None
-                r["vs_same_file_cpu"] = compare(depth, cpu) if r["finite"] else None
+                finite = bool(np.isfinite(depth).all())
+                vs_fp32 = compare(depth, ref_fp32) if finite else None
+                r |= {"finite": finite, "max_abs_output": float(np.nanmax(np.abs(depth))) if finite else None,
+                      "vs_fp32_file_cpu": vs_fp32, "vs_same_file_cpu": compare(depth, cpu) if finite else None}
                 if precision == "fp16":
-                    r["predicted_rel_l2"] = pred.get("rel_l2")
-                    r["predicted_overflow"] = [o.get("op", o) if isinstance(o, dict) else o
-                                               for o in (pred.get("overflow_ops") or [])][:3]
-                    got = (r["vs_fp32_file_cpu"] or {}).get("rel_l2")
-                    r["measured_over_predicted"] = got / pred["rel_l2"] if got and pred.get("rel_l2") else None
+                    got = vs_fp32["rel_l2"] if vs_fp32 else None
+                    r["predicted_rel_l2"] = pred.rel_l2
+                    r["predicted_overflow"] = [o.op for o in pred.overflow_ops][:3]
+                    r["measured_over_predicted"] = got / pred.rel_l2 if got and pred.rel_l2 else None
             rows.append(r)
     return rows
 
@@ -236,10 +237,10 @@ def _forced(f: dict | None) -> str:
 
 def markdown(summary: dict) -> str:
     env = summary.get("environment") or {}
-    m = env.get("machine") or {}
-    isa = " ".join(k for k, v in (m.get("isa") or {}).items() if v)
+    m = load(Machine, env.get("machine")) or Machine()
+    isa = " ".join(k for k, v in m.isa.items() if v) if m.isa else ""
     lines = [f"# depthport device run: {summary.get('model')} {summary.get('size')}", "",
-             f"CPU: {m.get('cpu')}, {m.get('cores')} cores, ISA: {isa}",
+             f"CPU: {m.cpu}, {m.cores} cores, ISA: {isa}",
              f"GPU: {env.get('nvidia_smi') or 'none found'}; ai_edge_litert {env.get('ai_edge_litert')}, "
              f"Python {env.get('python')}; prepared on: {summary.get('prepared_on')}", "",
              "| set | file | GPU compute | ok | median ms | load+first s | finite | rel L2 vs FP32 file (CPU) | "
@@ -284,8 +285,9 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + args.budget_s
     prepared = json.loads((inp / "common" / "machine.json").read_text())
+    prepared_on = load(Machine, prepared.get("machine")) or Machine()
     summary: dict = {"model": prepared.get("model"), "size": prepared.get("size"), "steps": {},
-                     "prepared_on": (prepared.get("machine") or {}).get("cpu"),
+                     "prepared_on": prepared_on.cpu,
                      "prepared_versions": prepared.get("versions")}
 
     def step(name, fn, *a):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from depthport.core.report_model import Latency, NotMeasured, Parity, load_report
-from depthport.core.schema import FAIL, UNVERIFIED, ReportError
+from depthport.core.report_model import (Fp16Prediction, GpuRuntime, Latency, NotMeasured, Parity, dump, load,
+                                         load_report)
+from depthport.core.schema import FAIL, UNVERIFIED, ParityJson, ReportError
 
 
 def test_loader_reads_sections_alternatives_and_defaults():
@@ -32,3 +33,21 @@ def test_loader_refuses_a_bad_verdict_and_a_missing_model():
         load_report({"model": "m", "artifacts": [{"file": "a", "checks": {"parity": {"state": "maybe"}}}]})
     with pytest.raises(TypeError):
         load_report({"input_shape": [1, 3, 8, 8]})
+
+
+def test_dump_is_the_loaders_inverse():
+    prediction = load(Fp16Prediction, {"rel_l2": 0.3, "overflow_ops": [{"layer": "head", "op": "mul", "count": 4}],
+                                       "headroom_by_op": [{"op": "mul", "max_abs": 7e4}], "unknown": 1})
+    assert prediction.overflow_ops[0].op == "mul" and load(Fp16Prediction, dump(prediction)) == prediction
+    report = load_report({"model": "m", "input_shape": [1, 3, 8, 8], "artifacts": [
+        {"file": "a.onnx", "parity": {"error": "crashed", "cause": "could not run"},
+         "checks": {"parity": {"state": FAIL, "reasons": ["crashed"]}}}]})
+    assert load_report(dump(report)) == report and dump(report)["artifacts"][0]["input_dims"] == []
+
+
+def test_gpu_runtime_and_parity_summary():
+    runtime = load(GpuRuntime, {"fully_delegated": False, "rejected_ops": [{"op": "GELU", "reason": "no"}],
+                                "shape": [1, 3, 8, 8], "note": "not fully delegated"})
+    assert runtime.rejected_ops[0].op == "GELU" and runtime.shape == (1, 3, 8, 8) and runtime.numeric_ok is None
+    parity = {"pearson_worst": 0.9, "per_image": [{}], "vs_eager": {}, "vs_reference_fp64": {}, "compute": "cpu"}
+    assert ParityJson(parity).summary() == {"pearson_worst": 0.9, "compute": "cpu"}

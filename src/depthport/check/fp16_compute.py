@@ -9,6 +9,7 @@ from typing import Callable
 import torch
 
 from ..core.machine import fp16_arithmetic
+from ..core.report_model import Fp16Prediction, load
 from ..core.schema import SKIPPED, Fp16ArithmeticJson, Fp16PredictionJson, Verdict, failed_section
 from ..errors import error_text
 from ..fp16.safe import fp16_safe_norm
@@ -159,7 +160,7 @@ def fp16_verdict(prediction: dict | None) -> Verdict:
         in_unit = f" and {tol_m:g} {unit} mean error"
     if p.needs_enforce_f32:
         if p.overflow_layers:
-            first = ", ".join(f"{e['layer']} ({e['op']})" for e in (p.overflow_ops or [])[:3])
+            first = ", ".join(f"{e.layer} ({e.op})" for e in load(Fp16Prediction, p.data).overflow_ops[:3])
             why = f"{len(p.overflow_layers)} layer(s) overflow FP16, first {first}"
         elif unit and not p.rel_l2 > p.tolerance:
             why = f"worst image's mean error {p.mean_abs_worst:.3g} {unit} > {tol_m:g} {unit}"

@@ -7,6 +7,7 @@ from typing import Any
 
 from depthport.check.gpu_runtime import empty_runtime, run_gpu_check
 from depthport.check.static import Violation, check_static
+from depthport.core.report_model import GpuRuntime, load
 from depthport.core.schema import ERROR, SKIPPED, Verdict, verdict_of
 from depthport.core.tflite_graph import TfliteReadError, graph_summary, read_graph
 
@@ -25,24 +26,32 @@ def static_verdict(violations: list[Violation] | list[dict]) -> Verdict:
     return Verdict.passed(figures, note=f"{figures['warnings']} warning(s)" if figures["warnings"] else "")
 
 
-def runtime_verdict(runtime: dict[str, Any]) -> Verdict:
+def runtime_verdict(runtime: GpuRuntime | dict[str, Any]) -> Verdict:
     """The real accelerator's result: refused -> fail; compiled but off tolerance -> fail ("computes wrongly");
     no verdict (no Vulkan device, timeout, worker crash) -> not measured; not asked for -> not measured
     (skipped on request)."""
-    figures = {k: runtime.get(k) for k in ("rel_l2_vs_cpu", "pearson_vs_cpu", "shape", "numeric_file", "adapter")
-               if runtime.get(k) is not None}
-    limits = {"rel_l2_vs_cpu": runtime["tolerance"]} if runtime.get("tolerance") is not None else {}
-    if runtime["fully_delegated"] is None:
-        cause = SKIPPED if runtime["note"] == NOT_REQUESTED else ERROR
-        return Verdict.not_measured(runtime["note"], cause, limits)
-    if runtime["fully_delegated"] is False:
-        rejected = ", ".join(f"{r['op']} ({r['reason']})" for r in runtime.get("rejected_ops", []))
-        return Verdict.failed(runtime["note"] + (f"; rejected: {rejected}" if rejected else ""), figures, limits)
-    if runtime["numeric_ok"] is False:
-        return Verdict.failed(f"computes wrongly on the GPU: {runtime['note']}", figures, limits)
-    if runtime["numeric_ok"] is None:
+    rt = load(GpuRuntime, runtime) if isinstance(runtime, dict) else runtime
+    figures = {"rel_l2_vs_cpu": rt.rel_l2_vs_cpu, "pearson_vs_cpu": rt.pearson_vs_cpu,
+               "shape": list(rt.shape) if rt.shape is not None else None, "numeric_file": rt.numeric_file,
+               "adapter": rt.adapter}
+    figures = {k: v for k, v in figures.items() if v is not None}
+    limits = {"rel_l2_vs_cpu": rt.tolerance} if rt.tolerance is not None else {}
+    if rt.fully_delegated is None:
+        cause = SKIPPED if rt.note == NOT_REQUESTED else ERROR
+        return Verdict.not_measured(rt.note, cause, limits)
+    if rt.fully_delegated is False:
+        rejected = rejected_text(rt)
+        return Verdict.failed(rt.note + (f"; rejected: {rejected}" if rejected else ""), figures, limits)
+    if rt.numeric_ok is False:
+        return Verdict.failed(f"computes wrongly on the GPU: {rt.note}", figures, limits)
+    if rt.numeric_ok is None:
         return Verdict.passed(figures, limits, "fully delegated; numbers not compared")
-    return Verdict.passed(figures, limits, f"fully delegated, rel L2 vs CPU {runtime['rel_l2_vs_cpu']:.2e}")
+    return Verdict.passed(figures, limits, f"fully delegated, rel L2 vs CPU {rt.rel_l2_vs_cpu:.2e}")
+
+
+def rejected_text(runtime: GpuRuntime) -> str:
+    """'OP (reason), ...' of the ops the accelerator refused ('' when none)."""
+    return ", ".join(f"{r.op} ({r.reason})" for r in runtime.rejected_ops)
 
 
 def gpu_decision(static: Verdict, runtime: Verdict) -> Verdict:

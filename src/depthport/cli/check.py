@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from depthport.check.verdict import check_tflite
+from depthport.check.verdict import check_tflite, rejected_text
+from depthport.core.report_model import GpuRuntime, load
 from depthport.core.schema import SKIPPED, Verdict
 from depthport.core.tflite_graph import TfliteReadError
 
@@ -68,8 +69,9 @@ def render(result: dict[str, Any], console: Console) -> None:
     console.print(Text(f"{result['file']}: {result['op_count']} ops, max rank {result['max_tensor_rank']} ({hist})"))
     console.print(Text(f"static: {result['error_count']} error(s), {result['warning_count']} warning(s) -> "
                        + Verdict.from_dict(result["static"]).text()))
-    console.print(Text(_runtime_line(result["runtime"]) + " -> " + Verdict.from_dict(result["runtime_verdict"]).text()))
-    decided = "the runtime check" if result["runtime_verdict"].get("cause") != SKIPPED else "the static check"
+    on_gpu = Verdict.from_dict(result["runtime_verdict"])
+    console.print(Text(_runtime_line(load(GpuRuntime, result["runtime"])) + " -> " + on_gpu.text()))
+    decided = "the runtime check" if on_gpu.cause != SKIPPED else "the static check"
     style = {True: "green", False: "red", None: "yellow"}[result["gpu_clean"]]
     label = {True: "GPU clean", False: "NOT GPU clean", None: "GPU verdict not measured"}[result["gpu_clean"]]
     console.print(Text(f"{label} ({decided} decides): {Verdict.from_dict(result['verdict']).text()}", style=style))
@@ -86,11 +88,12 @@ def _violation_table(violations: list[dict[str, Any]]) -> Table:
     return table
 
 
-def _runtime_line(runtime: dict[str, Any]) -> str:
-    status = {True: "fully delegated", False: "NOT fully delegated", None: "no verdict"}[runtime["fully_delegated"]]
+def _runtime_line(runtime: GpuRuntime) -> str:
+    status = {True: "fully delegated", False: "NOT fully delegated", None: "no verdict"}[runtime.fully_delegated]
     line = f"runtime: {status}"
-    if runtime["rejected_ops"]:
-        line += " - rejected: " + ", ".join(f"{r['op']} ({r['reason']})" for r in runtime["rejected_ops"])
-    if runtime["rel_l2_vs_cpu"] is not None:
-        line += f" - rel L2 {runtime['rel_l2_vs_cpu']:.2e}, shape {runtime['shape']} from {runtime['numeric_file']}"
-    return f"{line} - {runtime['note']}"
+    if runtime.rejected_ops:
+        line += " - rejected: " + rejected_text(runtime)
+    if runtime.rel_l2_vs_cpu is not None:
+        shape = list(runtime.shape) if runtime.shape is not None else None
+        line += f" - rel L2 {runtime.rel_l2_vs_cpu:.2e}, shape {shape} from {runtime.numeric_file}"
+    return f"{line} - {runtime.note}"

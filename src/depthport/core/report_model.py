@@ -1,5 +1,6 @@
 """The typed view of report.json that its readers use (the card, the snippets, report.html's latency): dataclasses
-for the header, each artifact and its sections, built from the JSON by one generic loader, ``load``.
+for the header, each artifact and its sections, built from the JSON by one generic loader, ``load`` (``dump`` is its
+inverse, for a section copied into another file).
 
 The dataclasses are the schema: a field's annotation says what it holds, its default what an older or shorter
 report means when it lacks the field, so readers use attributes and need no ``.get(key, {})`` of their own.
@@ -16,7 +17,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 
-from .schema import UNVERIFIED, Verdict
+from .schema import UNVERIFIED, Verdict, not_measured_section
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,15 @@ class Fp32Accumulation:
 
 
 @dataclass(frozen=True)
+class OverflowOp:
+    """A layer whose op's output overflowed FP16 in the prediction, and how many values did."""
+
+    layer: str = ""
+    op: str = ""
+    count: int = 0
+
+
+@dataclass(frozen=True)
 class PredictionFigures:
     rel_l2_pooled: float | None = None
     delta125_worst: float | None = None
@@ -172,6 +182,7 @@ class Fp16Prediction:
     images: tuple[str, ...] = ()
     first_bad_layer: str | None = None
     overflow_layers: tuple[str, ...] = ()
+    overflow_ops: tuple[OverflowOp, ...] = ()
     max_abs_fp32: float | None = None
     max_abs_layer: str | None = None
     needs_enforce_f32: bool = False
@@ -185,6 +196,7 @@ class Fp16Arithmetic:
     """What judged an fp16 .pte for devices that compute in FP16: measured here, emulated, or predicted."""
 
     arithmetic: bool | None = None
+    mode: str = "unknown"
     evidence: str = "-"
     cpu: str | None = None
     emulated: PredictionFigures | NotMeasured | None = None
@@ -204,6 +216,33 @@ class Scores:
 @dataclass(frozen=True)
 class GpuCheck:
     violations: tuple = ()
+
+
+@dataclass(frozen=True)
+class RejectedOp:
+    """An op the GPU accelerator refused, with the reason from LiteRT's log."""
+
+    op: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class GpuRuntime:
+    """The real GPU accelerator's run of a .tflite (``check.gpu_runtime.run_gpu_check``): whether every op was
+    delegated (None: no verdict), the ops it refused, and the numerical run against the CPU."""
+
+    fully_delegated: bool | None = None
+    rejected_ops: tuple[RejectedOp, ...] = ()
+    rel_l2_vs_cpu: float | None = None
+    pearson_vs_cpu: float | None = None
+    shape: tuple[int, ...] | None = None
+    numeric_file: str | None = None
+    numeric_ok: bool | None = None
+    note: str = ""
+    precision: str | None = None
+    tolerance: float | None = None
+    adapter: str | None = None
+    compile_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -338,6 +377,7 @@ class Artifact:
     browser: Browser | None = None
     shapes_parity: dict[str, ShapeParity] | NotMeasured | None = None
     gpu_check: GpuCheck | None = None
+    gpu_runtime: GpuRuntime | None = None
     accuracy: Scores | None = None
     checks: dict[str, Verdict] = field(default_factory=dict)
     parity: Parity | NotMeasured | None = None
@@ -497,8 +537,8 @@ def load_report(data: dict) -> Report:
 
 def load(cls, data):
     """``data`` (parsed JSON) as ``cls``: a dataclass from its fields (missing or null ones take their defaults,
-    unknown keys are ignored), ``X | None``, ``A | NotMeasured``, ``tuple[X, ...]``, ``dict[str, X]``, ``Verdict``, or
-    the value itself for plain types."""
+    unknown keys are ignored), ``X | None``, ``A | NotMeasured``, ``tuple[X, ...]`` (a bare ``tuple`` of the values
+    as they are), ``dict[str, X]``, ``Verdict``, or the value itself for plain types."""
     if data is None:
         return None
     origin, args = typing.get_origin(cls), typing.get_args(cls)
@@ -513,6 +553,8 @@ def load(cls, data):
         return load(structured[0], data) if structured and isinstance(data, dict) else data
     if origin is tuple:
         return tuple(load(args[0], v) for v in data)
+    if cls is tuple:
+        return tuple(data)
     if origin is dict:
         return {k: load(args[1], v) for k, v in data.items()}
     if cls is Verdict:
@@ -522,6 +564,22 @@ def load(cls, data):
         return cls(**{f.name: load(hints[f.name], data[f.name])
                       for f in dataclasses.fields(cls) if data.get(f.name) is not None})
     return data
+
+
+def dump(value):
+    """The JSON form of a value of this model, ``load``'s inverse: ``load(type(x), dump(x)) == x`` (a ``NotMeasured``
+    is written as not measured, whichever of ``error`` and ``not_measured`` it was read from)."""
+    if isinstance(value, Verdict):
+        return value.to_dict()
+    if isinstance(value, NotMeasured):
+        return not_measured_section(value.reason, value.cause)
+    if dataclasses.is_dataclass(value):
+        return {f.name: dump(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [dump(v) for v in value]
+    if isinstance(value, dict):
+        return {k: dump(v) for k, v in value.items()}
+    return value
 
 
 @functools.cache

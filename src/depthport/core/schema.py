@@ -184,6 +184,11 @@ class ParityJson(JsonObject):
     vs_reference_fp64, upstream_fp32_vs_fp64, fp64_error_ratio, fp64_images = Field(), Field(), Field(), Field()
     runtime, compute, compute_reason, skipped = Field(), Field(), Field(), Field()
 
+    def summary(self) -> dict:
+        """The figures without the per-image ones and the comparisons with other references (``vs_*``): what a
+        not-shipped build and a dynamic file's other shapes keep."""
+        return {k: v for k, v in self.data.items() if k != "per_image" and not k.startswith("vs_")}
+
 
 class Fp16ArithmeticJson(JsonObject):
     """An fp16 file's ``fp16_arithmetic``: whether this CPU computes in FP16 (``mode``) and why, what it does with

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..core.report_model import NotMeasured, Parity, Units, load
 from ..core.schema import (ERROR, FAIL, NOT_MEASURED, NOT_SHIPPED, PASS, SKIPPED, ArtifactJson, Fp16ArithmeticJson,
-                           Fp16PredictionJson, ReportJson, Verdict)
+                           Fp16PredictionJson, ParityJson, ReportJson, Verdict)
 from ..errors import InputError
 from ..outdir import NOT_SHIPPED_DIR
 
@@ -203,11 +203,6 @@ def unit_label(units: Units | dict | None) -> str:
     return units.label or "" if units is not None else ""
 
 
-def summary_figures(parity: dict | None) -> dict:
-    """The parity section without its per-image figures and its comparisons with other references."""
-    return {k: v for k, v in (parity or {}).items() if k != "per_image" and not k.startswith("vs_")}
-
-
 def apply_gates(report: dict | ReportJson, out_dir: Path | None, gates: dict[str, dict[str, float]],
                 files: dict | None = None) -> None:
     """Judge every artifact: its parity verdict joins its other checks, and its status follows from the
@@ -251,6 +246,6 @@ def settle(report: dict | ReportJson, out_dir: Path | None, files: dict | None =
                 files[key] = parked
         report.not_shipped.append({
             "file": art.file, "target": art.target, "precision": art.precision,
-            "reasons": [art.status_reason], "parity": summary_figures(art.parity),
+            "reasons": [art.status_reason], "parity": ParityJson(art.parity).summary() if art.parity else {},
             "note": "did not earn a slot: " + art.status_reason,
         })

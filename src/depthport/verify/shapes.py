@@ -10,10 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.report_model import NotMeasured, ShapeParity, load
-from ..core.schema import ERROR, FAIL, NOT_MEASURED, ArtifactJson, ReportJson, Verdict, failed_section
+from ..core.schema import (ERROR, FAIL, NOT_MEASURED, ArtifactJson, ParityJson, ReportJson, Verdict,
+                           failed_section)
 from ..errors import InputError, error_text
 from ..runtimes import load_runner
-from .gates import evaluate, summary_figures
+from .gates import evaluate
 from .parity import References, parity_record, run_file
 
 
@@ -31,7 +32,7 @@ def verify_shapes(path: Path, refs: References, shapes: list, threads: int, gate
         record = parity_record(outputs, shaped, refs.label)
         if shaped.reference64 is None:
             record.update(skipped=["fp64_error_ratio"])
-        out[f"{hw[0]}x{hw[1]}"] = {**summary_figures(record), "gate": evaluate(record, "fp32", gates)}
+        out[f"{hw[0]}x{hw[1]}"] = {**ParityJson(record).summary(), "gate": evaluate(record, "fp32", gates)}
     return out
 
 
