@@ -16,7 +16,6 @@ import functools
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from .schema import UNVERIFIED, Verdict, not_measured_section
 
@@ -233,7 +232,7 @@ class GpuRuntime:
     delegated (None: no verdict), the ops it refused, and the numerical run against the CPU; then the run's
     setting (adapter, precision, Vulkan), written only where the run got that far (``OMIT_NONE``)."""
 
-    OMIT_NONE: ClassVar[tuple[str, ...]] = ("adapter", "compile_s", "precision", "tolerance", "vulkan", "wall_s")
+    OMIT_NONE: typing.ClassVar[tuple[str, ...]] = ("adapter", "compile_s", "precision", "tolerance", "vulkan", "wall_s")
 
     fully_delegated: bool | None = None
     rejected_ops: tuple[RejectedOp, ...] = ()
