@@ -15,7 +15,8 @@ from pathlib import Path
 import torch
 
 from depthport.build import build, resolve_weights
-from depthport.check.verdict import check_tflite
+from depthport.check.verdict import TfliteCheck, check_tflite
+from depthport.core.report_model import dump
 from depthport.export.litert import export_tflite
 from depthport.preprocess import parse_size
 from depthport.quiet import native_stderr_muted
@@ -23,17 +24,16 @@ from depthport.reference import reference_model
 from depthport.registry import get_spec
 
 
-def summarize(label: str, result: dict) -> None:
-    rules = Counter((v["op"], v["rule"], v["severity"]) for v in result["violations"])
-    print(f"\n== {label}: gpu_clean={result['gpu_clean']}, ops={result['op_count']}, "
-          f"max rank={result['max_tensor_rank']}, violations={len(result['violations'])}")
+def summarize(label: str, result: TfliteCheck) -> None:
+    rules = Counter((v.op, v.rule, v.severity) for v in result.violations)
+    print(f"\n== {label}: gpu_clean={result.gpu_clean}, ops={result.op_count}, "
+          f"max rank={result.max_tensor_rank}, violations={len(result.violations)}")
     for (op, rule, severity), n in sorted(rules.items()):
         print(f"  {severity:7s} {op:18s} {rule:28s} x{n}")
-    rt = result.get("runtime") or {}
-    if rt.get("fully_delegated") is not None or rt.get("note"):
-        print(f"  runtime: fully_delegated={rt.get('fully_delegated')} rejected={rt.get('rejected_ops')} "
-              f"rel_l2_vs_cpu={rt.get('rel_l2_vs_cpu')} pearson={rt.get('pearson_vs_cpu')} shape={rt.get('shape')} "
-              f"note={rt.get('note')}")
+    rt = result.runtime
+    if rt.fully_delegated is not None or rt.note:
+        print(f"  runtime: fully_delegated={rt.fully_delegated} rejected={dump(rt.rejected_ops)} "
+              f"rel_l2_vs_cpu={rt.rel_l2_vs_cpu} pearson={rt.pearson_vs_cpu} shape={dump(rt.shape)} note={rt.note}")
 
 
 def main() -> None:

@@ -38,6 +38,7 @@ from depthport.reference import reference_model
 from depthport.runtimes import load_runner
 from depthport.core.images import builtin_set
 from depthport.core.metrics import pooled_rel_l2
+from depthport.core.report_model import dump
 
 
 def inputs(hw: tuple[int, int], n_images: int, noise: bool) -> list[tuple[str, np.ndarray]]:
@@ -68,8 +69,9 @@ def gpu_run(console: Console, spec, weights, small: tuple[int, int], work: Path)
     path = timed(console, f"small export {small[0]}x{small[1]}",
                  lambda: export_tflite(small_built.model, small, work / f"{spec.id}_{small[0]}x{small[1]}.tflite"))
     with native_stderr_muted():
-        runtime = check_tflite(path, run_gpu=True, timeout=900)["runtime"]
-    return {k: runtime.get(k) for k in ("fully_delegated", "rejected_ops", "rel_l2_vs_cpu", "shape", "note")}
+        runtime = check_tflite(path, run_gpu=True, timeout=900).runtime
+    return {"fully_delegated": runtime.fully_delegated, "rejected_ops": dump(runtime.rejected_ops),
+            "rel_l2_vs_cpu": runtime.rel_l2_vs_cpu, "shape": dump(runtime.shape), "note": runtime.note}
 
 
 def measure(console: Console, args, model_id: str) -> dict:
@@ -87,7 +89,7 @@ def measure(console: Console, args, model_id: str) -> dict:
                  lambda: export_tflite(built.model, hw, work / f"{spec.id.replace('-', '_')}_fp32.tflite"))
     export_s = time.perf_counter() - t0
     summary, static = graph_summary(path), check_tflite(path)
-    errors = [v for v in static["violations"] if v["severity"] == "error"]
+    errors = [v for v in static.violations if v.severity == "error"]
     t0 = time.perf_counter()
     eager = outputs(built.model, xs)
     eager_s = (time.perf_counter() - t0) / len(xs)
@@ -103,8 +105,8 @@ def measure(console: Console, args, model_id: str) -> dict:
     record = {
         "model": spec.id, "shape": list(hw), "output_meaning": spec.output_meaning, "inputs": [n for n, _ in xs],
         "ops": summary["op_count"], "max_rank": summary["max_tensor_rank"], "op_histogram": summary["op_histogram"],
-        "gpu_static_errors": len(errors), "gpu_static_warnings": len(static["violations"]) - len(errors),
-        "gpu_clean": static["gpu_clean"], "eager_vs_reference_rel_l2": pooled_rel_l2(zip(eager, ref)),
+        "gpu_static_errors": len(errors), "gpu_static_warnings": len(static.violations) - len(errors),
+        "gpu_clean": static.gpu_clean, "eager_vs_reference_rel_l2": pooled_rel_l2(zip(eager, ref)),
         "tflite_vs_reference_rel_l2": pooled_rel_l2(zip(lite, ref)),
         "tflite_vs_eager_rel_l2": pooled_rel_l2(zip(lite, eager)),
         "build_s": build_s, "export_s": export_s, "file_bytes": path.stat().st_size,

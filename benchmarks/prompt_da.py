@@ -29,6 +29,7 @@ from depthport.check.gpu_runtime import run_gpu_check
 from depthport.check.static import check_static
 from depthport.core.images import builtin_image
 from depthport.core.machine import describe, machine_info
+from depthport.core.report_model import dump
 from depthport.core.prompts import synthetic_prompt
 from depthport.export.litert import export_tflite
 from depthport.preprocess import parse_size
@@ -132,13 +133,14 @@ def main() -> None:
         with native_stderr_muted():
             export_tflite(build(spec, small_hw, weights, prompt_hw=prompt_hw).model, small_hw, small)
         numeric = run_gpu_check(small)
-        figures["gpu_accelerator"] = {"full_size": {k: full.get(k) for k in ("fully_delegated", "rejected_ops", "note")},
-                                      "small": {k: numeric.get(k) for k in ("fully_delegated", "rejected_ops",
-                                                                            "rel_l2_vs_cpu", "numeric_ok", "note")},
-                                      "small_hw": list(small_hw)}
-        print(f"GPU accelerator ({full.get('vulkan') or 'no Vulkan'}): full size fully delegated = "
-              f"{full.get('fully_delegated')} ({full.get('note')}); {small_hw[0]}x{small_hw[1]}: "
-              f"{numeric.get('note')}")
+        figures["gpu_accelerator"] = {
+            "full_size": {"fully_delegated": full.fully_delegated, "rejected_ops": dump(full.rejected_ops),
+                          "note": full.note},
+            "small": {"fully_delegated": numeric.fully_delegated, "rejected_ops": dump(numeric.rejected_ops),
+                      "rel_l2_vs_cpu": numeric.rel_l2_vs_cpu, "numeric_ok": numeric.numeric_ok, "note": numeric.note},
+            "small_hw": list(small_hw)}
+        print(f"GPU accelerator ({full.vulkan or 'no Vulkan'}): full size fully delegated = "
+              f"{full.fully_delegated} ({full.note}); {small_hw[0]}x{small_hw[1]}: {numeric.note}")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2, default=str))
 

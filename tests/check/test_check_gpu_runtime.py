@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from depthport.check import check_tflite, parse_rejected_ops, run_gpu_check
+from depthport.core.report_model import RejectedOp
 
 from helpers import skip_or_fail, vulkan_or_skip
 from test_check_static import IMAGE, ConvBlock, export, lazy_graphs
@@ -28,20 +29,20 @@ def clean_runtime(graphs):
     """Runtime result of the clean graph; skips the module's GPU tests when no Vulkan device exists."""
     vulkan_or_skip()
     runtime = run_gpu_check(graphs("conv"), timeout=120)
-    if runtime["fully_delegated"] is None and runtime["note"].startswith("no Vulkan"):
-        skip_or_fail(f"SwiftShader/Vulkan unavailable: {runtime['note']}")
+    if runtime.fully_delegated is None and runtime.note.startswith("no Vulkan"):
+        skip_or_fail(f"SwiftShader/Vulkan unavailable: {runtime.note}")
     return runtime
 
 
 @pytest.mark.gpu
 def test_clean_graph_is_fully_delegated_and_matches_cpu(graphs, clean_runtime):
-    assert clean_runtime["fully_delegated"] is True, clean_runtime["note"]
-    assert clean_runtime["rejected_ops"] == []
-    assert clean_runtime["rel_l2_vs_cpu"] <= 1e-5
-    assert clean_runtime["pearson_vs_cpu"] >= 0.99999
-    assert clean_runtime["precision"] == "fp32" and clean_runtime["numeric_ok"] is True
-    assert clean_runtime["shape"] == list(IMAGE)
-    assert clean_runtime["numeric_file"] == str(graphs("conv"))
+    assert clean_runtime.fully_delegated is True, clean_runtime.note
+    assert clean_runtime.rejected_ops == ()
+    assert clean_runtime.rel_l2_vs_cpu <= 1e-5
+    assert clean_runtime.pearson_vs_cpu >= 0.99999
+    assert clean_runtime.precision == "fp32" and clean_runtime.numeric_ok is True
+    assert clean_runtime.shape == tuple(IMAGE)
+    assert clean_runtime.numeric_file == str(graphs("conv"))
 
 
 @pytest.mark.gpu
@@ -53,11 +54,11 @@ def test_clean_graph_is_fully_delegated_and_matches_cpu(graphs, clean_runtime):
 ])
 def test_runtime_rejects_what_the_static_check_flags(graphs, clean_runtime, graph, rejected):
     result = check_tflite(graphs(graph), run_gpu=True, timeout=120)
-    runtime = result["runtime"]
-    assert runtime["fully_delegated"] is False
-    assert {r["op"] for r in runtime["rejected_ops"]} == rejected
-    assert rejected <= {v["op"] for v in result["violations"] if v["severity"] == "error"}
-    assert result["gpu_clean"] is False
+    runtime = result.runtime
+    assert runtime.fully_delegated is False
+    assert {r.op for r in runtime.rejected_ops} == rejected
+    assert rejected <= {v.op for v in result.violations if v.severity == "error"}
+    assert result.gpu_clean is False
 
 
 @pytest.mark.gpu
@@ -65,32 +66,32 @@ def test_small_shape_file_is_used_for_numerics(clean_runtime, tmp_path):
     module = ConvBlock()
     full = export(module, (1, 3, 32, 32), tmp_path / "full.tflite")
     small = export(module, IMAGE, tmp_path / "small.tflite")
-    runtime = check_tflite(full, run_gpu=True, numeric_file=small, timeout=120)["runtime"]
-    assert runtime["fully_delegated"] is True
-    assert runtime["numeric_file"] == str(small) and runtime["shape"] == list(IMAGE)
-    assert runtime["rel_l2_vs_cpu"] <= 1e-5
+    runtime = check_tflite(full, run_gpu=True, numeric_file=small, timeout=120).runtime
+    assert runtime.fully_delegated is True
+    assert runtime.numeric_file == str(small) and runtime.shape == tuple(IMAGE)
+    assert runtime.rel_l2_vs_cpu <= 1e-5
 
 
 @pytest.mark.gpu
 def test_dynamic_range_int8_fc_is_delegated_but_wrong(graphs, clean_runtime):
     result = check_tflite(graphs("int8_dynamic_fc"), run_gpu=True, timeout=120)
-    runtime = result["runtime"]
-    assert runtime["fully_delegated"] is True
-    assert runtime["rel_l2_vs_cpu"] > 1e-2 and runtime["numeric_ok"] is False
-    assert result["gpu_clean"] is False
+    runtime = result.runtime
+    assert runtime.fully_delegated is True
+    assert runtime.rel_l2_vs_cpu > 1e-2 and runtime.numeric_ok is False
+    assert result.gpu_clean is False
 
 
 @pytest.mark.gpu
 def test_weight_only_int8_fc_fails_graph_modification(graphs, clean_runtime):
     runtime = run_gpu_check(graphs("int8_weight_only_fc"), timeout=120)
-    assert runtime["fully_delegated"] is False
-    assert "Failed to modify graph with delegate" in runtime["note"]
+    assert runtime.fully_delegated is False
+    assert "Failed to modify graph with delegate" in runtime.note
 
 
 @pytest.mark.gpu
 def test_timeout_gives_no_verdict(graphs, clean_runtime):
     runtime = run_gpu_check(graphs("conv"), timeout=0.05)
-    assert runtime["fully_delegated"] is None and "timed out" in runtime["note"]
+    assert runtime.fully_delegated is None and "timed out" in runtime.note
 
 
 @pytest.mark.gpu
@@ -106,8 +107,8 @@ def test_cli_run_gpu_json(graphs, clean_runtime):
 def test_vulkan_without_driver_gives_reason(graphs, clean_runtime, monkeypatch, tmp_path):
     monkeypatch.setenv("VK_ICD_FILENAMES", str(tmp_path / "no_such_icd.json"))
     runtime = run_gpu_check(graphs("conv"), timeout=120)
-    assert runtime["fully_delegated"] is None
-    assert runtime["note"].startswith("no Vulkan adapter")
+    assert runtime.fully_delegated is None
+    assert runtime.note.startswith("no Vulkan adapter")
 
 
 def hide_swiftshader(monkeypatch, folder):
@@ -123,11 +124,11 @@ def hide_swiftshader(monkeypatch, folder):
 def test_missing_swiftshader_is_not_measured_never_clean(graphs, monkeypatch, tmp_path):
     hide_swiftshader(monkeypatch, tmp_path)
     result = check_tflite(graphs("conv"), run_gpu=True)
-    assert result["runtime"]["fully_delegated"] is None
-    assert result["runtime"]["note"].startswith("no Vulkan device available")
-    assert result["static"]["state"] == "pass"
-    assert result["runtime_verdict"]["state"] == "not measured" and result["runtime_verdict"]["cause"] == "could not run"
-    assert result["verdict"]["state"] == "not measured" and result["gpu_clean"] is None
+    assert result.runtime.fully_delegated is None
+    assert result.runtime.note.startswith("no Vulkan device available")
+    assert result.static.state == "pass"
+    assert result.runtime_verdict.state == "not measured" and result.runtime_verdict.cause == "could not run"
+    assert result.verdict.state == "not measured" and result.gpu_clean is None
 
 
 def test_check_cli_exit_status_says_could_not_check(graphs, tmp_path):
@@ -158,6 +159,6 @@ def test_parse_rejected_ops():
            "GATHER_ND: Operation is not supported.\n"
            "No operations will run on the GPU, and all 3 operations will run on the CPU.\n")
     assert parse_rejected_ops(log) == [
-        {"op": "MUL", "reason": "Tensor dimensions must be less than 5. __main__.R5;3"},
-        {"op": "GATHER_ND", "reason": "Operation is not supported."},
+        RejectedOp("MUL", "Tensor dimensions must be less than 5. __main__.R5;3"),
+        RejectedOp("GATHER_ND", "Operation is not supported."),
     ]

@@ -183,15 +183,15 @@ def test_device_bans_cite_the_device(tflite):
 @pytest.mark.parametrize("graph", ["conv", "attention", "bilinear"])
 def test_clean_graphs_pass(tflite, graph):
     result = check_tflite(tflite(graph))
-    assert result["gpu_clean"] is True
-    assert [v for v in result["violations"] if v["severity"] == "error"] == []
+    assert result.gpu_clean is True
+    assert [v for v in result.violations if v.severity == "error"] == []
     assert cli(str(tflite(graph))) == 0
 
 
 def test_warnings_leave_gpu_clean(tflite):
     result = check_tflite(tflite("where_scalar"))
-    assert result["warning_count"] == 2 and result["error_count"] == 0
-    assert result["gpu_clean"] is True
+    assert result.warning_count == 2 and result.error_count == 0
+    assert result.gpu_clean is True
 
 
 def test_weight_only_int8_is_not_double_reported(tflite):

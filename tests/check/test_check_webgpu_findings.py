@@ -60,8 +60,8 @@ def test_rank4_constant_add_is_clean(files):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name,wrong", [("bmm", True), ("add2", True), ("add4", False)])
 def test_accelerator_agrees(files, name, wrong):
-    runtime = check_tflite(files[name], run_gpu=True, timeout=120)["runtime"]
-    if runtime["fully_delegated"] is None:
-        skip_or_fail(runtime["note"])
-    assert runtime["fully_delegated"] is True
-    assert (runtime["rel_l2_vs_cpu"] > 1e-2) is wrong
+    runtime = check_tflite(files[name], run_gpu=True, timeout=120).runtime
+    if runtime.fully_delegated is None:
+        skip_or_fail(runtime.note)
+    assert runtime.fully_delegated is True
+    assert (runtime.rel_l2_vs_cpu > 1e-2) is wrong

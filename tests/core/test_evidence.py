@@ -161,9 +161,10 @@ def test_coreml_is_unverified_not_a_crash(tmp_path, capsys, one_image):
 
 def test_dynamic_int8_on_the_gpu_computes_wrongly_is_a_fail():
     from depthport.check.verdict import runtime_verdict
+    from depthport.core.report_model import GpuRuntime
 
-    runtime = {"fully_delegated": True, "numeric_ok": False, "rel_l2_vs_cpu": 0.2, "tolerance": 1e-4,
-               "note": "all ops delegated; rel L2 vs CPU 2.00e-01 above tolerance 0.0001", "rejected_ops": []}
+    runtime = GpuRuntime(fully_delegated=True, numeric_ok=False, rel_l2_vs_cpu=0.2, tolerance=1e-4,
+                         note="all ops delegated; rel L2 vs CPU 2.00e-01 above tolerance 0.0001")
     v = runtime_verdict(runtime)
     assert v.state == "fail" and "computes wrongly" in v.reason and v.thresholds == {"rel_l2_vs_cpu": 1e-4}
 

@@ -51,3 +51,14 @@ def test_gpu_runtime_and_parity_summary():
     assert runtime.rejected_ops[0].op == "GELU" and runtime.shape == (1, 3, 8, 8) and runtime.numeric_ok is None
     parity = {"pearson_worst": 0.9, "per_image": [{}], "vs_eager": {}, "vs_reference_fp64": {}, "compute": "cpu"}
     assert ParityJson(parity).summary() == {"pearson_worst": 0.9, "compute": "cpu"}
+
+
+def test_gpu_runtime_dump_leaves_out_the_setting_a_run_did_not_reach():
+    """No device: the eight result fields only; a run: its setting after them, in the order run_gpu_check wrote."""
+    assert list(dump(GpuRuntime(note="no Vulkan device available"))) == [
+        "fully_delegated", "rejected_ops", "rel_l2_vs_cpu", "pearson_vs_cpu", "shape", "numeric_file", "numeric_ok",
+        "note"]
+    ran = GpuRuntime(fully_delegated=True, shape=(1, 3, 8, 8), adapter="SwiftShader", compile_s=0.5,
+                     precision="fp32", tolerance=1e-4, vulkan="swiftshader", wall_s=2.0)
+    assert list(dump(ran))[-6:] == ["adapter", "compile_s", "precision", "tolerance", "vulkan", "wall_s"]
+    assert dump(ran)["shape"] == [1, 3, 8, 8] and load(GpuRuntime, dump(ran)) == ran

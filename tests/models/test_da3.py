@@ -166,8 +166,8 @@ def test_export_is_gpu_clean_rank4_without_lookups(tflite):
 
     _, path = tflite
     verdict, summary = check_tflite(path), graph_summary(path)
-    errors = [v for v in verdict["violations"] if v["severity"] == "error"]
-    assert verdict["gpu_clean"] and not errors, errors
+    errors = [v for v in verdict.violations if v.severity == "error"]
+    assert verdict.gpu_clean and not errors, errors
     assert summary["max_tensor_rank"] <= 4
     assert not set(BANNED) & set(summary["op_histogram"]), summary["op_histogram"]
 

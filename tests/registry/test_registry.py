@@ -212,8 +212,8 @@ def test_tiny_export_is_gpu_clean_and_rank4(tiny_id, tiny_export):
 
     path = tiny_export(tiny_id).path
     verdict, summary = check_tflite(path), graph_summary(path)
-    errors = [v for v in verdict["violations"] if v["severity"] == "error"]
-    assert verdict["gpu_clean"] and not errors, errors
+    errors = [v for v in verdict.violations if v.severity == "error"]
+    assert verdict.gpu_clean and not errors, errors
     assert summary["max_tensor_rank"] <= 4
     assert not set(BANNED_OPS) & set(summary["op_histogram"]), summary["op_histogram"]
 
@@ -225,8 +225,8 @@ def test_metric_heads_run_fully_on_the_gpu_accelerator(tiny_id, tiny_export):
     from helpers import vulkan_or_skip
 
     vulkan_or_skip()
-    runtime = check_tflite(tiny_export(tiny_id).path, run_gpu=True)["runtime"]
-    assert runtime["fully_delegated"] and runtime["rel_l2_vs_cpu"] <= 1e-4, runtime
+    runtime = check_tflite(tiny_export(tiny_id).path, run_gpu=True).runtime
+    assert runtime.fully_delegated and runtime.rel_l2_vs_cpu <= 1e-4, runtime
 
 
 @pytest.fixture(scope="module")

@@ -14,10 +14,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import depthport
+from depthport.core.report_model import GpuRuntime, RejectedOp
 from depthport.runtimes.swiftshader import VulkanUnavailable, find_vulkan
 
 REJECTED_HEADER = "Following operations are not supported by GPU delegate:"
@@ -32,20 +34,19 @@ FP32_REL_L2_TOL = 1e-4
 FP16_REL_L2_TOL = 1e-2
 
 
-def empty_runtime(note: str) -> dict[str, Any]:
+def empty_runtime(note: str) -> GpuRuntime:
     """The runtime section when no runtime result exists (not run, or no device)."""
-    return {"fully_delegated": None, "rejected_ops": [], "rel_l2_vs_cpu": None, "pearson_vs_cpu": None,
-            "shape": None, "numeric_file": None, "numeric_ok": None, "note": note}
+    return GpuRuntime(note=note)
 
 
 def run_gpu_check(path: str | Path, numeric_file: str | Path | None = None, compare: bool = True,
                   enforce_f32: bool = True, timeout: float = 300.0, seed: int = 0,
-                  rel_l2_tol: float | None = None) -> dict[str, Any]:
+                  rel_l2_tol: float | None = None) -> GpuRuntime:
     """Compile `path` GPU-only; optionally run `numeric_file` (default: `path`) on GPU and CPU and compare.
 
-    Returns the "runtime" section: fully_delegated (bool, or None when no verdict was possible),
-    rejected_ops [{"op", "reason"}], rel_l2_vs_cpu, pearson_vs_cpu, shape (input shape of the numeric
-    run), numeric_file, numeric_ok, precision, tolerance, adapter, vulkan, compile_s, note.
+    Returns the "runtime" section (``GpuRuntime``): fully_delegated (None when no verdict was possible), the
+    rejected ops, the numeric run against the CPU (shape: input shape of the numeric run), and the run's setting.
+    The worker's result file is the child's own JSON, read here only.
     """
     try:
         vulkan = find_vulkan()
@@ -61,14 +62,13 @@ def run_gpu_check(path: str | Path, numeric_file: str | Path | None = None, comp
         cmd += [] if enforce_f32 else ["--allow-fp16"]
         log, returncode, elapsed = _run_child(cmd, _child_env(vulkan.env()), timeout)
         worker = json.loads(out.read_text()) if out.exists() else {}
-    result = _interpret(worker, log, returncode, timeout)
-    result.update(precision="fp32" if enforce_f32 else "fp16-allowed", tolerance=tol,
-                  vulkan=vulkan.describe(), wall_s=round(elapsed, 2))
+    result = replace(_interpret(worker, log, returncode, timeout), precision="fp32" if enforce_f32 else "fp16-allowed",
+                     tolerance=tol, vulkan=vulkan.describe(), wall_s=round(elapsed, 2))
     numeric = worker.get("numeric")
-    if numeric and result["fully_delegated"]:
-        _add_numeric(result, numeric, tol)
-    elif compare and result["fully_delegated"] and returncode is None:
-        result["note"] += f"; numerical run timed out after {timeout:g} s"
+    if numeric and result.fully_delegated:
+        return _with_numeric(result, numeric, tol)
+    if compare and result.fully_delegated and returncode is None:
+        return replace(result, note=result.note + f"; numerical run timed out after {timeout:g} s")
     return result
 
 
@@ -96,8 +96,8 @@ def _text(stream: bytes | str | None) -> str:
     return stream or ""
 
 
-def parse_rejected_ops(log: str) -> list[dict[str, str]]:
-    """The accelerator's "not supported by GPU delegate" list as [{"op", "reason"}]."""
+def parse_rejected_ops(log: str) -> list[RejectedOp]:
+    """The accelerator's "not supported by GPU delegate" list."""
     rejected = []
     lines = iter(log.splitlines())
     for line in lines:
@@ -107,51 +107,45 @@ def parse_rejected_ops(log: str) -> list[dict[str, str]]:
             match = REJECTED_LINE.match(entry.strip())
             if not match:
                 break
-            rejected.append({"op": match.group(1), "reason": match.group(2).strip()})
+            rejected.append(RejectedOp(match.group(1), match.group(2).strip()))
     return rejected
 
 
-def _interpret(worker: dict[str, Any], log: str, returncode: int | None, timeout: float) -> dict[str, Any]:
+def _interpret(worker: dict[str, Any], log: str, returncode: int | None, timeout: float) -> GpuRuntime:
     """Turn the worker result and log into the runtime section (without numerics)."""
     adapter = ADAPTER.search(log)
     if NO_ADAPTER in log and not adapter:
         return empty_runtime("no Vulkan adapter: the WebGPU accelerator found no usable device (No adapters found)")
-    result = empty_runtime("")
-    result["adapter"] = adapter.group(1).strip() if adapter else None
-    result["rejected_ops"] = parse_rejected_ops(log)
-    result["compile_s"] = worker.get("compile_s")
+    result = GpuRuntime(rejected_ops=tuple(parse_rejected_ops(log)), compile_s=worker.get("compile_s"),
+                        adapter=adapter.group(1).strip() if adapter else None)
     if "compiled" not in worker:
         if returncode is None:
-            result["note"] = f"GPU compile gave no verdict: timed out after {timeout:g} s"
-        else:
-            result["note"] = f"GPU compile gave no verdict: worker exited with status {returncode}: {_last_line(log)}"
-        return result
+            return replace(result, note=f"GPU compile gave no verdict: timed out after {timeout:g} s")
+        return replace(result, note=f"GPU compile gave no verdict: worker exited with status {returncode}: "
+                                    f"{_last_line(log)}")
     partition = PARTITION.search(log)
     notes = [partition.group(1)] if partition else []
     notes += SHAPE_MISMATCH.findall(log)[:1]
     if worker["compiled"]:
-        result["fully_delegated"] = bool(worker.get("fully_accelerated"))
-        notes.insert(0, "all ops delegated to the GPU" if result["fully_delegated"] else "not fully delegated")
+        delegated = bool(worker.get("fully_accelerated"))
+        notes.insert(0, "all ops delegated to the GPU" if delegated else "not fully delegated")
     else:
-        result["fully_delegated"] = False
+        delegated = False
         notes.insert(0, "GPU-only compile failed: " + _error_summary(worker.get("error", "")))
-    result["note"] = "; ".join(notes)
-    return result
+    return replace(result, fully_delegated=delegated, note="; ".join(notes))
 
 
-def _add_numeric(result: dict[str, Any], numeric: dict[str, Any], tol: float) -> None:
-    result["numeric_file"] = numeric.get("file")
+def _with_numeric(result: GpuRuntime, numeric: dict[str, Any], tol: float) -> GpuRuntime:
+    """``result`` with the worker's numeric run (its own JSON: file, input_shapes, rel_l2, pearson or error)."""
     shapes = list(numeric.get("input_shapes", {}).values())
-    result["shape"] = shapes[0] if shapes else None
+    result = replace(result, numeric_file=numeric.get("file"), shape=tuple(shapes[0]) if shapes else None)
     if "error" in numeric:
-        result["numeric_ok"] = False
-        result["note"] += "; numerical run failed: " + _error_summary(numeric["error"])
-        return
-    result["rel_l2_vs_cpu"] = numeric["rel_l2"]
-    result["pearson_vs_cpu"] = numeric["pearson"]
-    result["numeric_ok"] = numeric["rel_l2"] <= tol
-    verdict = "within" if result["numeric_ok"] else "above"
-    result["note"] += f"; rel L2 vs CPU {numeric['rel_l2']:.2e} {verdict} tolerance {tol:g}"
+        return replace(result, numeric_ok=False,
+                       note=result.note + "; numerical run failed: " + _error_summary(numeric["error"]))
+    ok = numeric["rel_l2"] <= tol
+    return replace(result, rel_l2_vs_cpu=numeric["rel_l2"], pearson_vs_cpu=numeric["pearson"], numeric_ok=ok,
+                   note=result.note + f"; rel L2 vs CPU {numeric['rel_l2']:.2e} {'within' if ok else 'above'} "
+                                      f"tolerance {tol:g}")
 
 
 def _error_summary(error: str) -> str:

@@ -8,8 +8,8 @@ import functools
 from pathlib import Path
 
 from ..atomic import write_bytes
-from ..core.report_model import Units, load
-from ..core.schema import ArtifactJson, Fp16PredictionJson, ReportJson, Verdict
+from ..core.report_model import GpuCheck, GpuRuntime, Units, dump, load
+from ..core.schema import ArtifactJson, Fp16PredictionJson, ReportJson
 from ..export.context import ExportContext
 from ..export.litert_variants import VARIANTS, Variant
 from ..export.small import small_export
@@ -50,14 +50,13 @@ def check_litert(ctx: ExportContext, art: dict | ArtifactJson, path: Path) -> di
     """Add the GPU verdicts and the FP16-compute prediction to a .tflite entry; returns the entry."""
     art = ArtifactJson(art)
     found = check_tflite(path)
-    art.gpu_check = {"violations": found["violations"]}  # the verdicts are the checks below
+    art.gpu_check = dump(GpuCheck(tuple(v.to_dict() for v in found.violations)))  # the verdicts: the checks below
     runtime = gpu_runtime(ctx, path, VARIANTS.get(art.target)) if ctx.options.run_gpu else None
     if runtime is not None:
-        art.gpu_runtime = runtime
-    static = Verdict.from_dict(found["static"])
+        art.gpu_runtime = dump(runtime)
     on_gpu = runtime_verdict(runtime if runtime is not None else empty_runtime(NOT_REQUESTED))
     for_gpu = art.target in GPU_TARGETS
-    art.set_check("gpu_static", static, required=for_gpu and runtime is None)
+    art.set_check("gpu_static", found.static, required=for_gpu and runtime is None)
     art.set_check("gpu_runtime", on_gpu, required=for_gpu and runtime is not None)
     prediction = fp16_prediction(ctx)
     if prediction is not None:
@@ -66,7 +65,7 @@ def check_litert(ctx: ExportContext, art: dict | ArtifactJson, path: Path) -> di
     return art.data
 
 
-def gpu_runtime(ctx: ExportContext, path: Path, variant: Variant | None) -> dict:
+def gpu_runtime(ctx: ExportContext, path: Path, variant: Variant | None) -> GpuRuntime:
     """Runtime section of the GPU check for ``path``; numbers come from a small re-export when there is one."""
     small = small_export(ctx.built, ctx.scratch, ".tflite", ctx.small)
     small = numeric = small.path if small is not None else None
@@ -74,7 +73,7 @@ def gpu_runtime(ctx: ExportContext, path: Path, variant: Variant | None) -> dict
         numeric = ctx.scratch / f"{ctx.stem}_small{variant.suffix}.tflite"
         write_bytes(numeric, variant.make(small, ctx.options))
     tol = variant.gpu_tol if variant is not None else None
-    return check_tflite(path, run_gpu=True, numeric_file=numeric, rel_l2_tol=tol)["runtime"]
+    return check_tflite(path, run_gpu=True, numeric_file=numeric, rel_l2_tol=tol).runtime
 
 
 def _layer_detail(ctx: ExportContext, what: str, images: int, done: int, total: int) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from depthport.check.gpu_runtime import empty_runtime, run_gpu_check
 from depthport.check.static import Violation, check_static
-from depthport.core.report_model import GpuRuntime, load
+from depthport.core.report_model import GpuRuntime
 from depthport.core.schema import ERROR, SKIPPED, Verdict, verdict_of
 from depthport.core.tflite_graph import TfliteReadError, graph_summary, read_graph
 
@@ -26,11 +26,10 @@ def static_verdict(violations: list[Violation] | list[dict]) -> Verdict:
     return Verdict.passed(figures, note=f"{figures['warnings']} warning(s)" if figures["warnings"] else "")
 
 
-def runtime_verdict(runtime: GpuRuntime | dict[str, Any]) -> Verdict:
+def runtime_verdict(rt: GpuRuntime) -> Verdict:
     """The real accelerator's result: refused -> fail; compiled but off tolerance -> fail ("computes wrongly");
     no verdict (no Vulkan device, timeout, worker crash) -> not measured; not asked for -> not measured
     (skipped on request)."""
-    rt = load(GpuRuntime, runtime) if isinstance(runtime, dict) else runtime
     figures = {"rel_l2_vs_cpu": rt.rel_l2_vs_cpu, "pearson_vs_cpu": rt.pearson_vs_cpu,
                "shape": list(rt.shape) if rt.shape is not None else None, "numeric_file": rt.numeric_file,
                "adapter": rt.adapter}
@@ -71,15 +70,43 @@ def gpu_outcome(art: dict) -> tuple[Verdict, str | None]:
     return decided, why
 
 
+@dataclass(frozen=True)
+class TfliteCheck:
+    """One .tflite's GPU check (``check_tflite``): its graph summary, the static rules' violations, the real
+    accelerator's run (``runtime``), and the three verdicts; ``verdict`` is the runtime's when the runtime check
+    ran, else the static one."""
+
+    file: str
+    op_count: int
+    op_histogram: dict[str, int]
+    max_tensor_rank: int
+    violations: tuple[Violation, ...]
+    runtime: GpuRuntime
+    static: Verdict
+    runtime_verdict: Verdict
+    verdict: Verdict
+
+    @property
+    def gpu_clean(self) -> bool | None:
+        """``verdict`` as True (pass), False (fail) or None (not measured)."""
+        return self.verdict.to_dict()["passed"]
+
+    @property
+    def error_count(self) -> int:
+        return sum(v.severity == "error" for v in self.violations)
+
+    @property
+    def warning_count(self) -> int:
+        return sum(v.severity == "warning" for v in self.violations)
+
+
 def check_tflite(path: str | Path, run_gpu: bool = False, numeric_file: str | Path | None = None,
                  compare: bool = True, enforce_f32: bool = True, timeout: float = 300.0, seed: int = 0,
-                 rel_l2_tol: float | None = None) -> dict[str, Any]:
+                 rel_l2_tol: float | None = None) -> TfliteCheck:
     """Check `path` for full mobile-GPU delegation; raises TfliteReadError on bad input.
 
     `numeric_file` is an optional small-shape export of the same model used for the numerical GPU vs
-    CPU run (the delegation verdict is always on `path`). ``static``, ``runtime_verdict`` and ``verdict``
-    are three-state verdicts; ``verdict`` is the runtime's when the runtime check ran, else the static one.
-    `gpu_clean` mirrors ``verdict``: True (pass), False (fail) or None (not measured).
+    CPU run (the delegation verdict is always on `path`).
     """
     graph = read_graph(path)
     if numeric_file is not None:
@@ -94,16 +121,5 @@ def check_tflite(path: str | Path, run_gpu: bool = False, numeric_file: str | Pa
     else:
         runtime = empty_runtime(NOT_REQUESTED)
     static, on_gpu = static_verdict(violations), runtime_verdict(runtime)
-    verdict = gpu_decision(static, on_gpu)
-    return {
-        "file": str(path),
-        "gpu_clean": verdict.to_dict()["passed"],
-        **graph_summary(graph),
-        "error_count": sum(v.severity == "error" for v in violations),
-        "warning_count": sum(v.severity == "warning" for v in violations),
-        "violations": [v.to_dict() for v in violations],
-        "runtime": runtime,
-        "static": static.to_dict(),
-        "runtime_verdict": on_gpu.to_dict(),
-        "verdict": verdict.to_dict(),
-    }
+    return TfliteCheck(file=str(path), **graph_summary(graph), violations=tuple(violations), runtime=runtime,
+                       static=static, runtime_verdict=on_gpu, verdict=gpu_decision(static, on_gpu))

@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
-
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from depthport.check.verdict import check_tflite, rejected_text
-from depthport.core.report_model import GpuRuntime, load
-from depthport.core.schema import SKIPPED, Verdict
+from depthport.check.static import Violation
+from depthport.check.verdict import TfliteCheck, check_tflite, rejected_text
+from depthport.core.report_model import GpuRuntime, dump
+from depthport.core.schema import SKIPPED
 from depthport.core.tflite_graph import TfliteReadError
 
 EXIT_CLEAN, EXIT_NOT_CLEAN, EXIT_NOT_CHECKED = 0, 1, 2
@@ -53,38 +52,48 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps({"file": args.file, "outcome": OUTCOMES[None][0], "error": str(exc)}, indent=2))
         print(f"depthport check: {args.file}: {exc}", file=sys.stderr)
         return EXIT_NOT_CHECKED
-    result["outcome"], code = OUTCOMES[result["gpu_clean"]]
+    outcome, code = OUTCOMES[result.gpu_clean]
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(as_json(result, outcome), indent=2))
     else:
         render(result, Console(width=None if sys.stdout.isatty() else PIPE_WIDTH))
     return code
 
 
-def render(result: dict[str, Any], console: Console) -> None:
+def as_json(result: TfliteCheck, outcome: str) -> dict:
+    """What ``--json`` prints: the check's figures, violations, runtime section and verdicts, and the outcome."""
+    return {"file": result.file, "gpu_clean": result.gpu_clean, "op_count": result.op_count,
+            "op_histogram": result.op_histogram, "max_tensor_rank": result.max_tensor_rank,
+            "error_count": result.error_count, "warning_count": result.warning_count,
+            "violations": [v.to_dict() for v in result.violations], "runtime": dump(result.runtime),
+            "static": result.static.to_dict(), "runtime_verdict": result.runtime_verdict.to_dict(),
+            "verdict": result.verdict.to_dict(), "outcome": outcome}
+
+
+def render(result: TfliteCheck, console: Console) -> None:
     """Human-readable report: violations table, op summary, runtime verdict."""
-    if result["violations"]:
-        console.print(_violation_table(result["violations"]))
-    hist = ", ".join(f"{k} {v}" for k, v in result["op_histogram"].items())
-    console.print(Text(f"{result['file']}: {result['op_count']} ops, max rank {result['max_tensor_rank']} ({hist})"))
-    console.print(Text(f"static: {result['error_count']} error(s), {result['warning_count']} warning(s) -> "
-                       + Verdict.from_dict(result["static"]).text()))
-    on_gpu = Verdict.from_dict(result["runtime_verdict"])
-    console.print(Text(_runtime_line(load(GpuRuntime, result["runtime"])) + " -> " + on_gpu.text()))
+    if result.violations:
+        console.print(_violation_table(result.violations))
+    hist = ", ".join(f"{k} {v}" for k, v in result.op_histogram.items())
+    console.print(Text(f"{result.file}: {result.op_count} ops, max rank {result.max_tensor_rank} ({hist})"))
+    console.print(Text(f"static: {result.error_count} error(s), {result.warning_count} warning(s) -> "
+                       + result.static.text()))
+    on_gpu = result.runtime_verdict
+    console.print(Text(_runtime_line(result.runtime) + " -> " + on_gpu.text()))
     decided = "the runtime check" if on_gpu.cause != SKIPPED else "the static check"
-    style = {True: "green", False: "red", None: "yellow"}[result["gpu_clean"]]
-    label = {True: "GPU clean", False: "NOT GPU clean", None: "GPU verdict not measured"}[result["gpu_clean"]]
-    console.print(Text(f"{label} ({decided} decides): {Verdict.from_dict(result['verdict']).text()}", style=style))
+    style = {True: "green", False: "red", None: "yellow"}[result.gpu_clean]
+    label = {True: "GPU clean", False: "NOT GPU clean", None: "GPU verdict not measured"}[result.gpu_clean]
+    console.print(Text(f"{label} ({decided} decides): {result.verdict.text()}", style=style))
 
 
-def _violation_table(violations: list[dict[str, Any]]) -> Table:
+def _violation_table(violations: tuple[Violation, ...]) -> Table:
     table = Table(title="GPU delegate violations")
     for column in ("#", "op", "tensors", "rule", "detail", "source", "severity"):
         table.add_column(column, overflow="fold", no_wrap=column in ("#", "op", "rule", "severity"))
     for v in violations:
-        color = "red" if v["severity"] == "error" else "yellow"
-        table.add_row(str(v["op_index"]), v["op"], Text(v["shapes"]), v["rule"], Text(v["detail"]),
-                      Text(v["source"]), Text(v["severity"], style=color))
+        color = "red" if v.severity == "error" else "yellow"
+        table.add_row(str(v.op_index), v.op, Text(v.shapes), v.rule, Text(v.detail), Text(v.source),
+                      Text(v.severity, style=color))
     return table
 
 

@@ -229,7 +229,10 @@ class RejectedOp:
 @dataclass(frozen=True)
 class GpuRuntime:
     """The real GPU accelerator's run of a .tflite (``check.gpu_runtime.run_gpu_check``): whether every op was
-    delegated (None: no verdict), the ops it refused, and the numerical run against the CPU."""
+    delegated (None: no verdict), the ops it refused, and the numerical run against the CPU; then the run's
+    setting (adapter, precision, Vulkan), written only where the run got that far (``OMIT_NONE``)."""
+
+    OMIT_NONE: typing.ClassVar[tuple[str, ...]] = ("adapter", "compile_s", "precision", "tolerance", "vulkan", "wall_s")
 
     fully_delegated: bool | None = None
     rejected_ops: tuple[RejectedOp, ...] = ()
@@ -239,10 +242,12 @@ class GpuRuntime:
     numeric_file: str | None = None
     numeric_ok: bool | None = None
     note: str = ""
-    precision: str | None = None
-    tolerance: float | None = None
     adapter: str | None = None
     compile_s: float | None = None
+    precision: str | None = None
+    tolerance: float | None = None
+    vulkan: str | None = None
+    wall_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -568,13 +573,16 @@ def load(cls, data):
 
 def dump(value):
     """The JSON form of a value of this model, ``load``'s inverse: ``load(type(x), dump(x)) == x`` (a ``NotMeasured``
-    is written as not measured, whichever of ``error`` and ``not_measured`` it was read from)."""
+    is written as not measured, whichever of ``error`` and ``not_measured`` it was read from; a field a class names in
+    ``OMIT_NONE`` is left out when None)."""
     if isinstance(value, Verdict):
         return value.to_dict()
     if isinstance(value, NotMeasured):
         return not_measured_section(value.reason, value.cause)
     if dataclasses.is_dataclass(value):
-        return {f.name: dump(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        omit = getattr(value, "OMIT_NONE", ())
+        return {f.name: dump(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not (f.name in omit and getattr(value, f.name) is None)}
     if isinstance(value, (tuple, list)):
         return [dump(v) for v in value]
     if isinstance(value, dict):
