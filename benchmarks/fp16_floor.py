@@ -91,6 +91,7 @@ def record(console: Console, args, built, measured: dict, found: dict) -> None:
         "what": f"depthport {args.target} .pte run by ExecuTorch's XNNPACK in FP16 arithmetic, against the upstream "
                 "model in FP32",
         "target": args.target,
+        "form": FORMS[args.target],
         "cpu": f"{info.cpu}, {info.cores} cores",
         "isa": sorted(f for f, on in (info.isa or {}).items() if on),
         "versions": {"depthport": provenance_commit(), "torch": torch.__version__,
@@ -236,7 +237,8 @@ def main() -> None:
                       f"{f['pearson_worst']:.6f}", f"{f['delta125_worst']:.4f}", str(f["finite"]), f.get("overflow", "-"))
     console.print(table)
     for hardware, predicted in ((X86_HARDWARE, X86_PREDICTED), (ARM64_HARDWARE, ARM_PREDICTED)):
-        cal = matching(args.model, hw, built.weights.source, hardware=hardware, target=args.target)
+        cal = matching(args.model, hw, built.weights.source, hardware=hardware, target=args.target,
+                       form=FORMS[args.target])
         if cal is None or args.fp16_safe or args.split_k or predicted not in rows:
             continue
         pred = rows[predicted]

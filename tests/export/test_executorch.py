@@ -125,13 +125,16 @@ def test_xnnpack_fp32_is_one_delegate_and_matches_eager(exported, image, eager):
 
 def test_xnnpack_fp16_keeps_every_norm_on_xnnpack_and_is_right(exported, image, eager):
     """Regression guard: the portable fp16 layer norm of executorch 1.5.1 is silently wrong for C >= 256, so no
-    norm-like op may leave the delegate in fp16; only the two I/O casts run on portable kernels."""
+    norm-like op may leave the delegate in fp16; only dtype casts run on portable kernels: the two I/O casts and
+    the casts up into the FP32 head, the file's second XNNPACK subgraph (export.fp32_head)."""
+    from depthport.check.delegation import delegation_verdict
+
     ctx, entries = exported
     entry = entries["xnnpack-fp16"]
     report = entry["delegation"]
     assert entry["precision"] == "fp16"
-    assert set(report["portable_ops"]) <= FP16_CASTS and report["portable"] <= 2, report["portable_ops"]
-    assert report["subgraphs"] == 1
+    assert set(report["portable_ops"]) <= FP16_CASTS, report["portable_ops"]
+    assert report["subgraphs"] == 2 and delegation_verdict(report, "XNNPACK").state == "pass"
     assert pearson(run(ctx, entry, image), eager) >= 0.999
 
 
@@ -218,9 +221,10 @@ def test_xnnpack_prediction_matches_fp16_arithmetic_measured_on_a_cpu_that_has_i
     CPU (``--arm64``: ExecuTorch's aarch64 build, neonfp16arith kernels, as a phone's CPU)."""
     from depthport.check.fp16_compute import xnnpack_fp16_form
     from depthport.fp16 import simulate_fp16
+    from depthport.export.executorch import FORMS
     from depthport.fp16.calibration import matching
 
-    entry = matching(model_id, HW, hardware=hardware)
+    entry = matching(model_id, HW, hardware=hardware, form=FORMS["xnnpack-fp16"])
     assert entry is not None, f"no FP16-arithmetic measurement of {model_id} on {hardware}"
     assert {"avx512_fp16"} <= set(entry["isa"]) if hardware.startswith("x86") else {"asimdhp"} <= set(entry["isa"])
     tiny = build(model_id, HW)
@@ -236,18 +240,21 @@ def test_xnnpack_prediction_matches_fp16_arithmetic_measured_on_a_cpu_that_has_i
 def test_fp16_pte_calibration_figures_are_kept_and_stated():
     """The figures measured on FP16 arithmetic that the full-size prediction is checked against (benchmarks/
     fp16_floor.py) live in the package, with the CPU and versions they were measured with."""
+    from depthport.export.executorch import FORMS
     from depthport.export.targets import FP16_PTE_TARGETS
     from depthport.fp16.calibration import load_calibration, matching, target_of
 
     cal = load_calibration()
-    assert cal and all({"cpu", "isa", "versions", "model", "size", "images", "worst", "hardware"} <= set(c)
+    assert cal and all({"cpu", "isa", "versions", "model", "size", "images", "worst", "hardware", "form"} <= set(c)
                        for c in cal)
     assert all(target_of(c) in FP16_PTE_TARGETS for c in cal)
     split = [c for c in cal if target_of(c) == "xnnpack-fp16-split"]  # found under its own target alone
     assert split, "the split file's measurement on FP16 arithmetic is kept"
     for c in split:
         key = (c["model"], c["size"], c["weights"], c["hardware"])
-        assert matching(*key, "xnnpack-fp16-split") == c and matching(*key, "xnnpack-fp16") != c
+        assert matching(*key, "xnnpack-fp16-split", form=FORMS["xnnpack-fp16-split"]) == c
+        assert matching(*key, "xnnpack-fp16", form=FORMS["xnnpack-fp16"]) != c
+        assert matching(*key, "xnnpack-fp16-split", form={**FORMS["xnnpack-fp16-split"], "split_k": 8}) is None
     assert any("avx512_fp16" in c["isa"] for c in cal)
     arm = [c for c in cal if c["hardware"] == "arm64 neonfp16arith (qemu)"]
     assert arm and all("qemu" in c["versions"] and "to 2048" in c["cpu"] for c in arm)
@@ -284,27 +291,31 @@ def test_arm64_emulation_says_why_it_cannot_run(tmp_path, monkeypatch):
 
 
 def test_split_reductions_are_exact_and_shorten_fp16_accumulation(built, image):
-    """The xnnpack-fp16-split form (export.split_k, the head in FP32: export.fp32_head): the same model in FP32, and
-    a smaller predicted error on XNNPACK's FP16 arithmetic than the xnnpack-fp16 form. The FP32 head is not split."""
+    """The fp16 forms (export.split_k, the head in FP32: export.fp32_head): xnnpack-fp16 cuts reductions longer than
+    128 products, xnnpack-fp16-split those longer than 16; both are the same model in FP32, each cut lowers the
+    predicted error on XNNPACK's FP16 arithmetic, and the FP32 head is not split."""
     from depthport.check.fp16_compute import xnnpack_fp16_form
     from depthport.export.executorch import FORMS
     from depthport.export.fp32_head import Fp32Entry
     from depthport.fp16 import simulate_fp16
 
     x = torch.from_numpy(image)
-    plain, split = xnnpack_fp16_form(built.model), xnnpack_fp16_form(built.model, target="xnnpack-fp16-split")
-    kinds = {type(m).__name__ for m in split.modules()}
-    assert {"SplitLinear", "SplitPatchConv"} <= kinds and not {"SplitLinear", "SplitPatchConv"} & {
-        type(m).__name__ for m in plain.modules()}
-    assert isinstance(split.head, Fp32Entry) and not any("Split" in type(m).__name__ for m in split.head.modules())
+    bare = backend_form(built.model, **{**FORMS["xnnpack-fp16"], "fp16_io": False, "split_k": None,
+                                        "fp32_head": False})[0]
+    fp16, split = xnnpack_fp16_form(built.model), xnnpack_fp16_form(built.model, target="xnnpack-fp16-split")
+    cuts = [sum("Split" in type(m).__name__ for m in f.modules()) for f in (bare, fp16, split)]
+    assert cuts[0] == 0 < cuts[1] < cuts[2], cuts
+    for form in (fp16, split):
+        assert isinstance(form.head, Fp32Entry) and not any("Split" in type(m).__name__ for m in form.head.modules())
     assert "SplitConv2d" in {type(m).__name__ for m in backend_form(
         built.model, **{**FORMS["xnnpack-fp16-split"], "fp32_head": False})[0].modules()}
     with torch.no_grad():
-        assert rel_l2(split(x).numpy(), plain(x).numpy()) < 1e-6
-    errors = [simulate_fp16(m, x, accumulate="xnnpack").rel_l2 for m in (plain, split)]
-    assert errors[1] < 0.8 * errors[0]
-    _, changes = backend_form(built.model, **FORMS["xnnpack-fp16-split"])
-    assert any("in chunks summed by a float32-accumulated mean" in c for c in changes)
+        assert max(rel_l2(f(x).numpy(), bare(x).numpy()) for f in (fp16, split)) < 1e-6
+    errors = [simulate_fp16(m, x, accumulate="xnnpack").rel_l2 for m in (bare, fp16, split)]
+    assert errors[2] < errors[1] < 0.8 * errors[0], errors
+    for target, chunk in (("xnnpack-fp16", 128), ("xnnpack-fp16-split", 16)):
+        _, changes = backend_form(built.model, **FORMS[target])
+        assert any(f"longer than {chunk} products" in c and "float32-accumulated mean" in c for c in changes)
 
 
 def test_split_parts_are_exact_and_lower_to_one_xnnpack_subgraph(tmp_path):
