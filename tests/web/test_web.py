@@ -198,38 +198,46 @@ def test_a_backend_not_asked_for_is_not_measured(litert_verified):
 def test_fallback_to_wasm_is_a_failure():
     """A WebGPU run that LiteRT.js recompiled for WASM (or that logged ops on the CPU) fails, with the reason."""
     from depthport.check.webgpu_verdict import fp16_mode, gpu_evidence, webgpu_fp32_verdict
+    from depthport.core.report_model import dump
 
     fallback = gpu_evidence({"accelerator": "wasm", "fully_accelerated": True}, {"dispatches": 0},
                             ["warn: [LiteRT] Model not fully compiled for webgpu on non-JSPI browser. Falling back"])
-    assert not fallback["on_gpu"] and len(fallback["problems"]) == 3
+    assert not fallback.on_gpu and len(fallback.problems) == 3 and fallback.fallback_log
     partial = gpu_evidence({"accelerator": "webgpu", "fully_accelerated": True}, {"dispatches": 12},
                            ["log: 25 operations will run on the GPU, and the remaining 40 operations will run on the CPU."])
-    assert not partial["on_gpu"]
-    run = {"on_gpu": partial, "vs_cpu": {"rel_l2_pooled": 1e-7, "pearson_worst": 1.0}, "shape": [56, 70]}
+    assert not partial.on_gpu
+    assert list(dump(partial)) == ["on_gpu", "problems", "accelerator", "fully_accelerated", "dispatches", "submits",
+                                   "shaders", "fallback_log", "gpu_errors", "gpu_error"]  # report.json's order
+    run = {"on_gpu": dump(partial), "vs_cpu": {"rel_l2_pooled": 1e-7, "pearson_worst": 1.0}, "shape": [56, 70]}
     verdict = webgpu_fp32_verdict(run)
     assert verdict.state == "fail" and "not on the GPU" in verdict.reason
     assert webgpu_fp32_verdict(None, "no adapter").state == "not measured"
     shaders = [{"enable_f16": True, "f16_values": True, "pack": False, "unpack": False}]
-    assert fp16_mode({"shaders": shaders, "devices": [{"granted": ["shader-f16"]}]})["mode"] == "arithmetic"
+    assert fp16_mode({"shaders": shaders, "devices": [{"granted": ["shader-f16"]}]}).mode == "arithmetic"
 
 
 def test_shaders_webgpu_refuses_fail_the_run():
     """Measured with DA-V2-Small at 126x168: LiteRT.js 2.5.3 with precision 'fp16' on an adapter without shader-f16
     emits three Winograd shaders with f16 constants; WebGPU refuses them, the page gets no exception and reads back
     zeros (rel. L2 1.0 vs CPU). That is a failed run with the reason, not an FP16 precision figure."""
+    from dataclasses import replace
+
     from depthport.check.webgpu_verdict import fp16_mode, gpu_evidence, webgpu_fp16_verdict
+    from depthport.core.report_model import Fp16Predicted, dump
 
     console = ["warning: Error while parsing WGSL: :12:25 error: 'f16' type used without 'f16' extension enabled\n"
                "const Bt_buffer = array<f16, 36>(", "warning: [Invalid CommandBuffer] is invalid due to a previous error."]
     evidence = gpu_evidence({"accelerator": "webgpu", "fully_accelerated": True}, {"dispatches": 2406}, console)
-    assert evidence["on_gpu"] and evidence["gpu_errors"] == 2
-    assert evidence["gpu_error"] == "'f16' type used without 'f16' extension enabled"
+    assert evidence.on_gpu and evidence.gpu_errors == 2
+    assert evidence.gpu_error == "'f16' type used without 'f16' extension enabled"
     shaders = [{"enable_f16": False, "f16_values": True, "pack": False, "unpack": False}] * 3 + [
         {"enable_f16": False, "f16_values": False, "pack": True, "unpack": True}] * 15
     mode = fp16_mode({"shaders": shaders, "devices": [{"granted": ["subgroups"], "adapter_features": []}]})
-    assert mode["mode"] == "storage" and mode["invalid_f16_shaders"] == 3 and "refuses" in mode["evidence"]
-    run = {"on_gpu": evidence, "vs_cpu": {"rel_l2_pooled": 1.0}, "shape": [126, 168],
-           "fp16": {**mode, "predicted": {"storage": 8e-4, "arithmetic": 1.3e-3}, "note": "not comparable"}}
+    assert mode.mode == "storage" and mode.invalid_f16_shaders == 3 and "refuses" in mode.evidence
+    fp16 = replace(mode, predicted=Fp16Predicted(storage=8e-4, arithmetic=1.3e-3), note="not comparable")
+    assert list(dump(fp16)) == ["mode", "evidence", "shaders", "f16_shaders", "invalid_f16_shaders", "packing_shaders",
+                                "shader_f16", "predicted", "note", "agrees"]  # report.json's order
+    run = {"on_gpu": dump(evidence), "vs_cpu": {"rel_l2_pooled": 1.0}, "shape": [126, 168], "fp16": dump(fp16)}
     verdict = webgpu_fp16_verdict(run)
     assert verdict.state == "fail" and "WebGPU reported 2 validation error(s)" in verdict.reason
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from ..core.report_model import BrowserRun, OnGpu, load
+from ..core.report_model import BrowserRun, Fp16Predicted, OnGpu, WebFp16, load
 from ..core.schema import ERROR, UNAVAILABLE, Verdict
 from ..fp16.simulate import DEFAULT_TOL as FP16_TOL
 
@@ -48,8 +48,9 @@ def first_error(lines: list[str]) -> str:
     return lines[0].splitlines()[0].strip() if lines else ""
 
 
-def gpu_evidence(info: dict, gpu: dict | None, console: list[str]) -> dict:
-    """Whether a WebGPU run stayed on the GPU, with every fact that says so or not."""
+def gpu_evidence(info: dict, gpu: dict | None, console: list[str]) -> OnGpu:
+    """Whether a WebGPU run stayed on the GPU, with every fact that says so or not (``info``, ``gpu`` and ``console``
+    as the page reported them)."""
     gpu = gpu or {}
     problems = []
     if info.get("accelerator") != "webgpu":
@@ -62,22 +63,21 @@ def gpu_evidence(info: dict, gpu: dict | None, console: list[str]) -> dict:
     if not gpu.get("dispatches"):
         problems.append("no compute dispatch reached the GPU queue during the run")
     errors = gpu_error_lines(console)
-    return {"on_gpu": not problems, "problems": problems, "accelerator": info.get("accelerator"),
-            "fully_accelerated": info.get("fully_accelerated"), "dispatches": gpu.get("dispatches"),
-            "submits": gpu.get("submits"), "shaders": len(gpu.get("shaders") or ()), "fallback_log": fallback,
-            "gpu_errors": len(errors), "gpu_error": first_error(errors) or None}
+    return OnGpu(on_gpu=not problems, problems=tuple(problems), accelerator=info.get("accelerator"),
+                 fully_accelerated=info.get("fully_accelerated"), dispatches=gpu.get("dispatches"),
+                 submits=gpu.get("submits"), shaders=len(gpu.get("shaders") or ()), fallback_log=tuple(fallback),
+                 gpu_errors=len(errors), gpu_error=first_error(errors) or None)
 
 
-def refused(evidence: dict | OnGpu) -> str | None:
+def refused(evidence: OnGpu) -> str | None:
     """Why the GPU's output cannot be trusted although the run was on the GPU (WebGPU refused some of its work)."""
-    evidence = evidence if isinstance(evidence, OnGpu) else load(OnGpu, evidence)
     if not evidence.gpu_errors:
         return None
     return (f"WebGPU reported {evidence.gpu_errors} validation error(s): it refused shaders, pipelines or command "
             f"buffers, so that work never ran (first: {evidence.gpu_error})")
 
 
-def fp16_mode(gpu: dict | None) -> dict:
+def fp16_mode(gpu: dict | None) -> WebFp16:
     """What the shaders of an FP16 run did: "arithmetic" (f16 enabled and used), "storage" (f32 <-> f16 packing
     only), "fp32" (neither) or "unknown" (no shader seen), with the counts and the device features behind it."""
     gpu = gpu or {}
@@ -94,8 +94,8 @@ def fp16_mode(gpu: dict | None) -> dict:
     if len(uses_f16) > valid:
         evidence += (f"; {len(uses_f16) - valid} more declare f16 values without the f16 extension enabled on a "
                      f"device with it, which WebGPU refuses")
-    return {"mode": mode, "evidence": evidence, "shaders": len(shaders), "f16_shaders": valid,
-            "invalid_f16_shaders": len(uses_f16) - valid, "packing_shaders": storage, "shader_f16": f16}
+    return WebFp16(mode=mode, evidence=evidence, shaders=len(shaders), f16_shaders=valid,
+                   invalid_f16_shaders=len(uses_f16) - valid, packing_shaders=storage, shader_f16=f16)
 
 
 def webgpu_fp32_verdict(run: dict | None, why_not: str | None = None) -> Verdict:
@@ -120,15 +120,14 @@ def webgpu_fp32_verdict(run: dict | None, why_not: str | None = None) -> Verdict
                                            f"{vs_cpu.rel_l2_pooled:.2e} at {run.shape[0]}x{run.shape[1]}")
 
 
-def prediction_note(measured: float, mode: str, predicted: dict) -> tuple[str, bool | None]:
+def prediction_note(measured: float, mode: str, predicted: Fp16Predicted) -> tuple[str, bool | None]:
     """How the measured FP16 error compares with the prediction for what the browser did; (text, agrees)."""
-    key = {"storage": "storage", "arithmetic": "arithmetic"}.get(mode)
-    if key is None or predicted.get(key) is None:
+    value = getattr(predicted, mode) if mode in ("storage", "arithmetic") else None
+    if value is None:
         return "no prediction for this mode", None
-    value = predicted[key]
     ratio = measured / value if value > 0 else float("inf")
     agrees = 1 / PREDICTION_MARGIN <= ratio <= PREDICTION_MARGIN
-    return (f"measured {measured:.3g} vs predicted {value:.3g} for FP16 {key} ({ratio:.2f}x; "
+    return (f"measured {measured:.3g} vs predicted {value:.3g} for FP16 {mode} ({ratio:.2f}x; "
             f"{'within' if agrees else 'OUTSIDE'} the {PREDICTION_MARGIN:g}x margin)"), agrees
 
 

@@ -272,12 +272,18 @@ class RunInfo:
 
 @dataclass(frozen=True)
 class OnGpu:
-    """Whether a WebGPU run stayed on the GPU (``check.webgpu_verdict.gpu_evidence``)."""
+    """Whether a WebGPU run stayed on the GPU (``check.webgpu_verdict.gpu_evidence``): the verdict, what spoke against
+    it, and the facts behind it (the runtime's compilation, the GPU queue's counters, the console's fallback and
+    WebGPU error lines)."""
 
     on_gpu: bool = False
     problems: tuple[str, ...] = ()
     accelerator: str | None = None
+    fully_accelerated: bool | None = None
     dispatches: int | None = None
+    submits: int | None = None
+    shaders: int = 0
+    fallback_log: tuple[str, ...] = ()
     gpu_errors: int = 0
     gpu_error: str | None = None
 
@@ -290,13 +296,19 @@ class Fp16Predicted:
 
 @dataclass(frozen=True)
 class WebFp16:
-    """What the shaders of a WebGPU FP16 run did, beside the prediction."""
+    """What the shaders of a WebGPU FP16 run did (``check.webgpu_verdict.fp16_mode``): the mode, the shader counts
+    and the device's shader-f16 feature behind it; then the prediction beside the measurement."""
 
     mode: str = "unknown"
     evidence: str = ""
+    shaders: int = 0
+    f16_shaders: int = 0
+    invalid_f16_shaders: int = 0
+    packing_shaders: int = 0
+    shader_f16: str = ""
+    predicted: Fp16Predicted = Fp16Predicted()
     note: str = ""
     agrees: bool | None = None
-    predicted: Fp16Predicted = Fp16Predicted()
 
 
 @dataclass(frozen=True)

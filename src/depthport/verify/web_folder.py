@@ -14,13 +14,14 @@ On one page of one browser (``web.chromium.shared_browser``):
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from ..check import webgpu_verdict
 from ..core import metrics
+from ..core.report_model import Fp16Predicted, OnGpu, WebFp16, dump
 from ..core.schema import ERROR, ArtifactJson, BrowserJson, Fp16PredictionJson, ReportJson, Verdict, failed_section
 from ..errors import InputError, error_text
 from ..export.small import SmallExport, small_export
@@ -96,16 +97,16 @@ def run_backend(page, name: str, model: str | None, hw: tuple[int, int], images,
             "tensors": tensors, "outputs": outputs, "time": timing(ms, info.get("accelerator"), adapter)}
 
 
-def fp16_predictions(model, hw: tuple[int, int], normalize: bool, images, prompts: dict | None = None) -> dict:
+def fp16_predictions(model, hw: tuple[int, int], normalize: bool, images, prompts: dict | None = None) -> Fp16Predicted:
     """depthport's FP16 predictions for ``model``: FP16 storage (fp16 weights and op outputs, FP32 arithmetic:
     ``accumulate="fp32"``) and FP16 arithmetic (fp16 accumulation too), as rel. L2 against FP32."""
     from ..check.fp16_compute import predict_fp16
 
-    out = {}
-    for key, accumulate in (("storage", "fp32"), ("arithmetic", "fp16")):
+    rel_l2 = {}
+    for accumulate in ("fp32", "fp16"):
         entry = predict_fp16(model, hw, normalize=normalize, accumulate=accumulate, images=images, prompts=prompts)
-        out[key] = Fp16PredictionJson(entry).rel_l2
-    return out
+        rel_l2[accumulate] = Fp16PredictionJson(entry).rel_l2
+    return Fp16Predicted(storage=rel_l2["fp32"], arithmetic=rel_l2["fp16"])
 
 
 def gpu_runs(page, job: WebJob, adapter: str, cpu: dict, small: SmallExport | None) -> dict:
@@ -122,24 +123,26 @@ def gpu_runs(page, job: WebJob, adapter: str, cpu: dict, small: SmallExport | No
         run = run_backend(page, name, model_url, hw, refs.images, adapter, refs.prompts)
         run["file"] = f"small re-export {hw[0]}x{hw[1]}" if small else job.config["model_file"]
         if "error" not in run and "error" not in cpu:
-            run["on_gpu"] = webgpu_verdict.gpu_evidence(run["info"], run["gpu"], run["console"])
+            evidence = webgpu_verdict.gpu_evidence(run["info"], run["gpu"], run["console"])
+            run["on_gpu"] = dump(evidence)
             run["vs_cpu"] = compare(run["outputs"], cpu["outputs"])
             run["vs_reference"] = compare(run["outputs"], {n: refs.output("reference", n) for n in refs.names})
+            if name == "webgpu-fp16":
+                run["fp16"] = dump(fp16_block(run, evidence, model, hw, refs))
         elif "error" not in run:
             run["error"] = f"the CPU run it is compared with failed: {cpu['error']}"
-        if name == "webgpu-fp16" and "error" not in run:
-            run["fp16"] = fp16_block(run, model, hw, refs)
         runs[name] = run
     return runs
 
 
-def fp16_block(run: dict, model, hw: tuple[int, int], refs: References) -> dict:
+def fp16_block(run: dict, evidence: OnGpu, model, hw: tuple[int, int], refs: References) -> WebFp16:
+    """What the shaders of the FP16 run did, with depthport's prediction beside the measured rel. L2."""
     mode = webgpu_verdict.fp16_mode(run["gpu"])
     predicted = fp16_predictions(model, hw, refs.eager_normalized, refs.images, refs.prompts)
-    note, agrees = webgpu_verdict.prediction_note(run["vs_cpu"]["rel_l2_pooled"], mode["mode"], predicted)
-    if webgpu_verdict.refused(run["on_gpu"]):  # the output is not FP16's doing: part of the model never ran
-        note, agrees = f"{note.split(' (')[0]}: not comparable, {webgpu_verdict.refused(run['on_gpu'])}", None
-    return {**mode, "predicted": predicted, "note": note, "agrees": agrees}
+    note, agrees = webgpu_verdict.prediction_note(run["vs_cpu"]["rel_l2_pooled"], mode.mode, predicted)
+    if webgpu_verdict.refused(evidence):  # the output is not FP16's doing: part of the model never ran
+        note, agrees = f"{note.split(' (')[0]}: not comparable, {webgpu_verdict.refused(evidence)}", None
+    return replace(mode, predicted=predicted, note=note, agrees=agrees)
 
 
 def preprocess_check(wasm: dict, refs: References) -> dict:
