@@ -311,15 +311,14 @@ FORMS = {
     "fp32": {},
     # The encoder in FP16 with reductions longer than 128 products in chunks (export.split_k), the depth head in FP32
     # (export.fp32_head): 1.2x-1.3x PyTorch half's error on FP16 arithmetic for 1.1x-1.4x the time of the file
-    # without them (README, "FP16 files at the floor").
+    # without them (README, "The fp16 .pte files at the FP16 floor").
     "xnnpack-fp16": {"fp16_range_norm": True, "sigmoid_gelu": True, "fp16_io": True, "split_k": 128,
                      "prob_scale": PROB_SCALE, "lift_weights": True, "fp32_head": True},
-    # The finest cut: chunks of 16 products (36 for convolutions larger than 1x1), under PyTorch half's error, for
-    # 2x-4x the time of xnnpack-fp16.
-    "xnnpack-fp16-split": {"fp16_range_norm": True, "sigmoid_gelu": True, "fp16_io": True, "split_k": 16,
-                           "conv_split_k": 36, "prob_scale": PROB_SCALE, "lift_weights": True, "fp32_head": True},
     "coreml": {"fp16_range_norm": True},
 }
+# The finest cut: chunks of 16 products (36 for convolutions larger than 1x1), under PyTorch half's error, for 2x-4x
+# the time of xnnpack-fp16.
+FORMS["xnnpack-fp16-split"] = {**FORMS["xnnpack-fp16"], "split_k": 16, "conv_split_k": 36}
 
 
 def quantize_dynamic_int8(model: nn.Module, *samples: torch.Tensor) -> nn.Module:

@@ -1,8 +1,8 @@
 """The depth head in FP32 inside an fp16 .pte: mixed precision where XNNPACK allows it.
 
 With its long reductions cut into chunks (``split_k``) the fp16 file's encoder computes within a few percent of
-PyTorch's half precision, and the FP16 error left is the DPT head's: its convolutions work at up to the image's full resolution, on few channels,
-and write the depth almost directly. DA3-Small 448x252, camera, XNNPACK's f16 kernels predicted (the FP16 ledger's
+PyTorch's half precision, and the FP16 error left is the DPT head's: its convolutions work at up to the image's
+full resolution, on few channels, and write the depth almost directly. DA3-Small 448x252, camera, XNNPACK's f16 kernels predicted (the FP16 ledger's
 scopes): 2.37e-3 rel. L2 all in FP16, 1.94e-3 with the output convolutions in FP32, 1.69e-3 with the fusion blocks'
 residual convolutions too, 1.08e-3 with the whole head (PyTorch half: 1.07e-3); this form, measured on FP16
 arithmetic (Sapphire Rapids): 7.29e-4. So the head computes in FP32: its inputs (the encoder's
