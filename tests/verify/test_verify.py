@@ -502,7 +502,13 @@ def test_fp16_pte_export_is_gated_on_fp16_arithmetic(tmp_path, monkeypatch):
         "measured, and predicted with subnormals flushed as on ARM" if kept
         else "measured" if found["arithmetic"] else "predicted")
     if not found["arithmetic"] or kept:
-        assert art["fp16_arithmetic"]["prediction"]["accumulate"] == "xnnpack-arm"
+        prediction = art["fp16_arithmetic"]["prediction"]
+        assert prediction["accumulate"] == "xnnpack-arm"
+        # Beside a measurement on every image, the ARM prediction runs on one, and says so; alone, on the budget's.
+        assert len(prediction["images"]) == (1 if kept else report["evidence_budget"]["fp16_images"])
+        assert ("beside the file's own measurement on FP16 arithmetic" in prediction.get("subset", "")) is kept
+        if kept:
+            assert "on 1 of 6 images" in " ".join(check["reasons"])
     assert art["parity"]["compute"] == found["mode"]
     assert f"measured with {found['mode']}" in " ".join(art["checks"]["parity"]["reasons"])
     if not found["arithmetic"]:

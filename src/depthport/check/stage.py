@@ -43,7 +43,7 @@ def fp16_arithmetic(ctx: ExportContext, art: dict | ArtifactJson) -> None:
     fp16 target (`depthport verify` of any fp16 .pte) is predicted in the plain ``xnnpack-fp16`` form."""
     art = ArtifactJson(art)
     target = art.target if art.target in FP16_PTE_TARGETS else "xnnpack-fp16"
-    art.fp16_arithmetic = fp16_arithmetic_entry(lambda: fp16_prediction(ctx, PHONE_ACCUMULATE, target))
+    art.fp16_arithmetic = fp16_arithmetic_entry(lambda n: fp16_prediction(ctx, PHONE_ACCUMULATE, target, images=n))
 
 
 def check_litert(ctx: ExportContext, art: dict | ArtifactJson, path: Path) -> dict:
@@ -84,27 +84,31 @@ def _layer_detail(ctx: ExportContext, what: str, images: int, done: int, total: 
 
 
 def fp16_prediction(ctx: ExportContext, accumulate: str | None = None,
-                    target: str = "xnnpack-fp16") -> dict | None:
+                    target: str = "xnnpack-fp16", images: int | None = None) -> dict | None:
     """The FP16-compute prediction of this export's model over the verification images, computed once per
     accumulation mode (default: the GPU's, ``fp16_accumulate``); the "xnnpack" modes simulate the fp16 .pte
-    ``target``'s form, once per target."""
+    ``target``'s form, once per target. ``images``: on at most that many (default: the evidence budget's)."""
     if not ctx.options.fp16_sim:
         return None
     mode = accumulate or ctx.options.fp16_accumulate
-    key = f"{mode}:{target}" if mode in XNNPACK_MODES else mode
+    key = (f"{mode}:{target}" if mode in XNNPACK_MODES else mode) + (f":{images}" if images is not None else "")
     if key not in ctx.fp16_predictions:
         what = f"FP16-compute prediction ({mode} accumulation)"
         ctx.detail(what)
-        _, images, prompts, _ = ctx.verification_set()
+        _, every, prompts, _ = ctx.verification_set()
         budget = ctx.evidence_budget
-        images = images[:budget.count]
+        count, subset = budget.count, budget.of("FP16-compute prediction")
+        if images is not None and images < count:
+            count, subset = images, (f"FP16-compute prediction on {images} of {budget.images} images (beside the "
+                                     "file's own measurement on FP16 arithmetic)")
+        images = every[:count]
         with torch_threads(ctx.options.threads):  # as verify runs the same model: its FP32 runs are eager runs
             ctx.fp16_predictions[key] = predict_fp16(
                 ctx.built.model, ctx.built.input_hw, normalize="fold_input_normalization" not in ctx.built.rewrites,
                 accumulate=mode, images=images, unit=load(Units, ctx.built.spec.units()).label or "",
                 on_layer=functools.partial(_layer_detail, ctx, what, len(images)), target=target,
                 prompts=prompts, cache=ctx.cache, cache_id=(*ctx.cache_id, ctx.built.rewrites, ctx.built.pos_formula),
-                subset=budget.of("FP16-compute prediction"), fp32_outputs=ctx.eager_outputs)
+                subset=subset, fp32_outputs=ctx.eager_outputs)
         found = Fp16PredictionJson(ctx.fp16_predictions[key])
         if mode == "fp16" and found.needs_enforce_f32:
             # LiteRT's FP16_WITH_FP32_ACCUM: FP16 tensors, FP32 accumulation (the GPU mode between the two)
