@@ -1,9 +1,10 @@
 """What a whole export costs: per registered id at its default shape and default targets (and the 6-target
 DA-V2-Small matrix), the wall time and peak RSS of every stage.
 
-Each export runs in a child process of its own, so its peak RSS is its own: the child samples its resident set
-(``/proc/self/status`` VmRSS, every 20 ms) and keeps the largest value seen during each stage, and VmHWM for the
-whole export. Random weights, the stages ``depthport export`` runs by default, an empty reference cache
+Each export runs in a child process of its own, so its peak RSS is its own: the child samples the resident set of
+itself and the processes below it (its conversion children, ``depthport.export.children``), summed (``/proc``
+VmRSS, every 20 ms), and keeps the largest value seen during each stage; for the whole export, that or its own
+VmHWM, whichever is larger. Random weights, the stages ``depthport export`` runs by default, an empty reference cache
 (``verify.reference_cache``): the cost of a first export.
 
 With ``--warm`` each export runs twice with one cache: the second is a re-export, whose evidence stages read the
@@ -29,11 +30,32 @@ from pathlib import Path
 MATRIX = "litert-fp32,litert-fp16,litert-int8,xnnpack-fp32,xnnpack-fp16,onnx"
 
 
-def rss_kb(field: str = "VmRSS") -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
+def rss_kb(field: str = "VmRSS", pid: str = "self") -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:  # the process ended meanwhile
+        pass
     return 0
+
+
+def descendants(pid: str = "self") -> list[str]:
+    """Every process below ``pid`` (the export's conversion children and their server)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for kid in kids:
+            found += [kid, *descendants(kid)]
+    return found
+
+
+def tree_rss_kb() -> int:
+    """The resident set of this process and every process below it, summed: what the export holds at once."""
+    return rss_kb() + sum(rss_kb(pid=p) for p in descendants())
 
 
 class StageCost:
@@ -42,7 +64,7 @@ class StageCost:
 
     def __init__(self, interval: float = 0.02):
         self.rows: list[dict] = []
-        self._peak = self._step_peak = 0
+        self._peak = self._step_peak = self.tree_peak = 0
         self._step: tuple[str, float] | None = None
         self._steps: dict[str, dict] = {}
         self._stop = threading.Event()
@@ -50,8 +72,9 @@ class StageCost:
 
     def _sample(self, interval: float) -> None:
         while not self._stop.wait(interval):
-            rss = rss_kb()
+            rss = tree_rss_kb()
             self._peak, self._step_peak = max(self._peak, rss), max(self._step_peak, rss)
+            self.tree_peak = max(self.tree_peak, rss)
 
     @contextlib.contextmanager
     def stage(self, name: str):
@@ -99,7 +122,8 @@ def child(model_id: str, targets: str, threads: int) -> None:
         report = load_report(run_export(opts, cost))
     cost.close()
     print(json.dumps({"model": model_id, "size": list(spec.default_hw), "targets": targets,
-                      "total_s": time.perf_counter() - start, "peak_rss_mb": rss_kb("VmHWM") / 1024,
+                      "total_s": time.perf_counter() - start,
+                      "peak_rss_mb": max(rss_kb("VmHWM"), cost.tree_peak) / 1024,
                       "stages": cost.rows,
                       "status": [[a.status, a.status_reason] for a in report.artifacts],
                       "evidence": report.evidence_budget.line or "every image"}))
@@ -180,7 +204,7 @@ def add_row(table, console, r: dict, label: str) -> None:
     stages = "; ".join(f"{s['stage'].split(' at ')[0]} {s['s']:.0f} s / {s['peak_rss_mb']:.0f}" for s in r["stages"])
     table.add_row(label, "x".join(map(str, r["size"])), r["targets"], f"{r['total_s'] / 60:.1f} min",
                   f"{r['peak_rss_mb'] / 1024:.2f} GiB ({r['peak_rss_mb'] * 2**20 / 1e9:.2f} GB)", stages)
-    console.print(json.dumps(r))
+    print(json.dumps(r), flush=True)
 
 
 if __name__ == "__main__":

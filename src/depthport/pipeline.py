@@ -16,6 +16,7 @@ from .check import stage as check_stage
 from .core.memory import give_back
 from .core.schema import ReportJson, write_report
 from .errors import InputError
+from .export.children import convert_all
 from .export.context import ExportContext, StageOptions
 from .export.targets import TARGETS
 from .outdir import require_folder, staged, written
@@ -94,9 +95,8 @@ def ledger_stage(ctx: ExportContext, report: dict | ReportJson) -> None:
 def export_stage(ctx: ExportContext, report: dict | ReportJson) -> None:
     """Write one file per requested target."""
     report = ReportJson(report)
-    for i, name in enumerate(report.targets, 1):
-        ctx.detail(f"{name} ({i}/{len(report.targets)})")
-        report.add(TARGETS[name](ctx))
+    for entry in convert_all(ctx, list(report.targets)):
+        report.add(entry)
 
 
 @dataclass(frozen=True)

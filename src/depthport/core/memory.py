@@ -32,6 +32,17 @@ def resident_bytes() -> int | None:
         return None
 
 
+def available_bytes() -> int | None:
+    """Memory the system can give without swapping (Linux ``MemAvailable``), or None where it cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def give_back(worth: int = WORTH_BYTES) -> None:
     """Collect unreachable objects and return the C heap's free pages to the system, when the process holds more
     than ``worth`` bytes: a model freed by Python stays in the resident set otherwise, and the next stage's peak

@@ -34,6 +34,7 @@ class StageOptions:
     web_fast_shaders: bool = False  # browser runs: Dawn's disable_workgroup_init (faster on SwiftShader; reported)
     evidence_images: int | None = None  # images for the float64 reference and FP16 prediction (0: all; None: budget)
     eager: bool = True  # depthport's own eager model compared too (`depthport verify --no-eager`: not)
+    convert_in_children: bool | None = None  # conversions in child processes (export.children); None: decided there
 
     def __post_init__(self):
         self.skip = frozenset(self.skip)
