@@ -243,6 +243,7 @@ def test_device_prepare_then_run_on_swiftshader(tmp_path, monkeypatch):
     data = bytearray(stored.read_bytes())
     data[len(data) // 2] ^= 0xFF
     stored.write_bytes(bytes(data))
+    (inp / "plain").rename(tmp_path / "plain-set-done")  # the altered file's set alone: its GPU runs were done above
     assert device_run.main() == 1
     summary = json.loads((out / "summary.json").read_text())
     assert "SHA-256" in summary["steps"]["set stress"]["status"]

@@ -1,4 +1,4 @@
-"""The depth head in FP32 inside the split fp16 .pte (export.fp32_head), and DA3's XNNPACK files in one subgraph."""
+"""The depth head in FP32 inside the fp16 .pte files (export.fp32_head), and DA3's XNNPACK files in one subgraph."""
 
 from __future__ import annotations
 
@@ -50,11 +50,14 @@ def test_da3_xnnpack_files_leave_only_casts_to_portable_kernels(da3, camera, tmp
     assert rel_l2(out, eager) < (1e-5 if form == "fp32" else 1e-2)
 
 
-def test_split_file_computes_the_head_in_fp32_behind_casts(da3, camera, tmp_path):
-    """The split form's head is FP32 (weights float32 and unrounded, inputs cast up), a second XNNPACK subgraph
+def test_fp16_files_compute_the_head_in_fp32_behind_casts(da3, camera, tmp_path):
+    """Both fp16 forms' head is FP32 (weights float32 and unrounded, inputs cast up), a second XNNPACK subgraph
     behind dtype casts only, which the delegation verdict accepts; FP16 arithmetic's predicted error drops, and the
-    file computes what the model does."""
-    module, changes = backend_form(da3.model, **FORMS["xnnpack-fp16-split"])
+    file computes what the model does. (The xnnpack-fp16 file is lowered; the split form differs only in its
+    chunks, built here.)"""
+    split, changes = backend_form(da3.model, **FORMS["xnnpack-fp16-split"])
+    assert any("depth head in FP32" in c for c in changes) and isinstance(split.model.head, Fp32Entry)
+    module, changes = backend_form(da3.model, **FORMS["xnnpack-fp16"])
     assert any("depth head in FP32" in c for c in changes)
     assert isinstance(module, Fp16IO) and isinstance(module.model.head, Fp32Entry)
     head = dict(module.model.head.module.named_parameters())
@@ -62,14 +65,14 @@ def test_split_file_computes_the_head_in_fp32_behind_casts(da3, camera, tmp_path
     assert head and all(p.dtype == torch.float32 for p in head.values())
     assert all(torch.equal(head[n], original[n]) for n in ("out_conv2.weight", "fusion.3.out_conv.weight"))
     assert all(p.dtype == torch.float16 for p in module.model.encoder.parameters())
-    out, report = _run(module, camera, tmp_path, "split")
+    out, report = _run(module, camera, tmp_path, "xnnpack-fp16")
     assert report["subgraphs"] == 2 and set(report["portable_ops"]) <= CASTS, report
     verdict = delegation_verdict(report, "XNNPACK")
     assert verdict.state == PASS and "parted by dtype casts only" in verdict.reason
     with torch.no_grad():
         eager = da3.model(camera).numpy()
     assert rel_l2(out, eager) < 5e-3
-    forms = [backend_form(da3.model, **{**FORMS["xnnpack-fp16-split"], "fp16_io": False, "fp32_head": h})[0]
+    forms = [backend_form(da3.model, **{**FORMS["xnnpack-fp16"], "fp16_io": False, "fp32_head": h})[0]
              for h in (False, True)]
     errors = [simulate_fp16(f, camera, accumulate="xnnpack").rel_l2 for f in forms]
     assert errors[1] < 0.8 * errors[0], errors
