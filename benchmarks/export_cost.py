@@ -3,7 +3,7 @@ DA-V2-Small matrix), the wall time and peak RSS of every stage.
 
 Each export runs in a child process of its own, so its peak RSS is its own: the child samples the resident set of
 itself and the processes below it (its conversion children, ``depthport.export.children``), summed (``/proc``
-VmRSS, every 20 ms), and keeps the largest value seen during each stage; for the whole export, that or its own
+VmRSS, or with children their proportional set sizes, every 20 ms), and keeps the largest value seen during each stage; for the whole export, that or its own
 VmHWM, whichever is larger. Random weights, the stages ``depthport export`` runs by default, an empty reference cache
 (``verify.reference_cache``): the cost of a first export.
 
@@ -53,9 +53,22 @@ def descendants(pid: str = "self") -> list[str]:
     return found
 
 
+def pss_kb(pid: str) -> int:
+    """``pid``'s proportional set size: its resident pages, each shared page divided among its sharers."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def tree_rss_kb() -> int:
-    """The resident set of this process and every process below it, summed: what the export holds at once."""
-    return rss_kb() + sum(rss_kb(pid=p) for p in descendants())
+    """What this process and every process below it hold at once: the resident set alone, or with children their
+    proportional set sizes summed (forked processes share pages, which a sum of resident sets counts twice)."""
+    kids = descendants()
+    return pss_kb("self") + sum(pss_kb(p) for p in kids) if kids else rss_kb()
 
 
 class StageCost:
