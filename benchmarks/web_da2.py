@@ -17,14 +17,14 @@ import json
 from pathlib import Path
 
 from common import add_run_args, run_setup, timed
-from depthport.core.report_model import BrowserRun, Parity, Report, load_report
+from depthport.core.report_model import BrowserRun, Comparison, Parity, Report, load_report
 from rich.console import Console
 from rich.table import Table
 
 
-def pooled(parity) -> float | None:
-    """A section's pooled rel. L2, or None where it holds no figures."""
-    return parity.rel_l2_pooled if isinstance(parity, Parity) else None
+def pooled(section) -> float | None:
+    """A section's pooled rel. L2 (a file's parity, a browser run's comparison), or None where it holds no figures."""
+    return section.rel_l2_pooled if isinstance(section, (Parity, Comparison)) else None
 
 
 def rows(report: Report) -> list[tuple]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from depthport.core.report_model import (Fp16Prediction, GpuRuntime, Latency, NotMeasured, Parity, dump, load,
@@ -62,3 +64,51 @@ def test_gpu_runtime_dump_leaves_out_the_setting_a_run_did_not_reach():
                      precision="fp32", tolerance=1e-4, vulkan="swiftshader", wall_s=2.0)
     assert list(dump(ran))[-6:] == ["adapter", "compile_s", "precision", "tolerance", "vulkan", "wall_s"]
     assert dump(ran)["shape"] == [1, 3, 8, 8] and load(GpuRuntime, dump(ran)) == ran
+
+
+def test_gpu_check_violations_typed_in_check_statics_order():
+    """gpu_check's violations are ``Violation``s: written with the keys check_static always wrote, read back equal."""
+    from depthport.core.report_model import GpuCheck, Violation
+
+    found = GpuCheck((Violation(8, "FULLY_CONNECTED", "int8-weight-only-fc", "error", "device report", "weight-only",
+                                "FLOAT32[21,32] -> FLOAT32[21,1]"),
+                      Violation(33, "SLICE", "slice-rank-legacy", "warning", "gpu_compatibility.cc", "2D input", "")))
+    data = dump(found)
+    assert list(data) == ["violations"] and list(data["violations"][0]) == [
+        "op_index", "op", "rule", "severity", "source", "detail", "shapes"]
+    assert load(GpuCheck, data) == found and load(GpuCheck, data).violations[1].severity == "warning"
+    assert load(GpuCheck, {}) == GpuCheck()
+
+
+def test_browser_section_typed_in_report_jsons_order():
+    """A web folder's ``browser`` section (``Browser``, its runs, their comparisons, the preprocessing check, the small
+    re-export, the page as shown): report.json's keys in its order, the preprocessing and screenshot left out until
+    there is one, and ``load(dump(x)) == x``."""
+    import numpy as np
+
+    from depthport.core import metrics
+    from depthport.core.report_model import (Browser, BrowserRun, Comparison, PreprocessCheck, RunInfo, RunTime,
+                                             Shown, SmallReexport)
+
+    a = np.linspace(1, 2, 12).reshape(3, 4)
+    summary = metrics.summarize([metrics.image_metrics(a * 1.001, a)])
+    vs_cpu = Comparison(**summary)
+    assert list(dump(vs_cpu)) == list(summary) and dump(vs_cpu) == summary  # metrics.summarize's order
+    run = BrowserRun(name="webgpu-fp32", shape=(3, 4), info=RunInfo("LiteRT.js", "webgpu", "webgpu", True, "fp32", True),
+                     time=RunTime(10.0, 2.0, 3, "SwiftShader"), file="small re-export 3x4", vs_cpu=vs_cpu,
+                     vs_reference=vs_cpu)
+    pre = PreprocessCheck(max_abs_diff=0.0, images=6, exact=True, method="PNG")
+    assert list(dump(pre)) == ["max_abs_diff", "images", "exact", "method"] and load(PreprocessCheck, dump(pre)) == pre
+    browser = Browser(browser="Chromium 1", flags=("--use-angle=swiftshader",), driver="playwright 1", fast_shaders=False,
+                      adapter=None, runtime="litert.js", runtime_version="2.5.3", backends={"webgpu-fp32": run},
+                      small_reexport=SmallReexport((3, 4), "SwiftShader"), shown=Shown("webgpu", ms=71.3))
+    keys = ["browser", "flags", "driver", "fast_shaders", "adapter", "runtime", "runtime_version", "backends",
+            "small_reexport", "shown"]
+    assert list(dump(browser)) == keys and dump(browser)["adapter"] is None
+    assert dump(browser)["shown"] == {"backend": "webgpu", "ms": 71.3}
+    assert dump(Shown("wasm", error="page failed")) == {"backend": "wasm", "error": "page failed"}
+    full = dataclasses.replace(browser, small_reexport=None, preprocess=pre, screenshot="shot.png")
+    assert list(dump(full)) == keys + ["preprocess", "screenshot"] and dump(full)["small_reexport"] is None
+    for section in (browser, full):
+        assert load(Browser, dump(section)) == section
+    assert load(Browser, dump(full)).backends["webgpu-fp32"].vs_reference.rel_l2_pooled == summary["rel_l2_pooled"]

@@ -198,18 +198,18 @@ def test_a_backend_not_asked_for_is_not_measured(litert_verified):
 def test_fallback_to_wasm_is_a_failure():
     """A WebGPU run that LiteRT.js recompiled for WASM (or that logged ops on the CPU) fails, with the reason."""
     from depthport.check.webgpu_verdict import fp16_mode, gpu_evidence, webgpu_fp32_verdict
-    from depthport.core.report_model import dump
+    from depthport.core.report_model import BrowserRun, RunInfo, dump, load
 
-    fallback = gpu_evidence({"accelerator": "wasm", "fully_accelerated": True}, {"dispatches": 0},
+    fallback = gpu_evidence(RunInfo(accelerator="wasm", fully_accelerated=True), {"dispatches": 0},
                             ["warn: [LiteRT] Model not fully compiled for webgpu on non-JSPI browser. Falling back"])
     assert not fallback.on_gpu and len(fallback.problems) == 3 and fallback.fallback_log
-    partial = gpu_evidence({"accelerator": "webgpu", "fully_accelerated": True}, {"dispatches": 12},
+    partial = gpu_evidence(RunInfo(accelerator="webgpu", fully_accelerated=True), {"dispatches": 12},
                            ["log: 25 operations will run on the GPU, and the remaining 40 operations will run on the CPU."])
     assert not partial.on_gpu
     assert list(dump(partial)) == ["on_gpu", "problems", "accelerator", "fully_accelerated", "dispatches", "submits",
                                    "shaders", "fallback_log", "gpu_errors", "gpu_error"]  # report.json's order
     run = {"on_gpu": dump(partial), "vs_cpu": {"rel_l2_pooled": 1e-7, "pearson_worst": 1.0}, "shape": [56, 70]}
-    verdict = webgpu_fp32_verdict(run)
+    verdict = webgpu_fp32_verdict(load(BrowserRun, run))
     assert verdict.state == "fail" and "not on the GPU" in verdict.reason
     assert webgpu_fp32_verdict(None, "no adapter").state == "not measured"
     shaders = [{"enable_f16": True, "f16_values": True, "pack": False, "unpack": False}]
@@ -223,11 +223,11 @@ def test_shaders_webgpu_refuses_fail_the_run():
     from dataclasses import replace
 
     from depthport.check.webgpu_verdict import fp16_mode, gpu_evidence, webgpu_fp16_verdict
-    from depthport.core.report_model import Fp16Predicted, dump
+    from depthport.core.report_model import BrowserRun, Fp16Predicted, RunInfo, dump, load
 
     console = ["warning: Error while parsing WGSL: :12:25 error: 'f16' type used without 'f16' extension enabled\n"
                "const Bt_buffer = array<f16, 36>(", "warning: [Invalid CommandBuffer] is invalid due to a previous error."]
-    evidence = gpu_evidence({"accelerator": "webgpu", "fully_accelerated": True}, {"dispatches": 2406}, console)
+    evidence = gpu_evidence(RunInfo(accelerator="webgpu", fully_accelerated=True), {"dispatches": 2406}, console)
     assert evidence.on_gpu and evidence.gpu_errors == 2
     assert evidence.gpu_error == "'f16' type used without 'f16' extension enabled"
     shaders = [{"enable_f16": False, "f16_values": True, "pack": False, "unpack": False}] * 3 + [
@@ -238,8 +238,40 @@ def test_shaders_webgpu_refuses_fail_the_run():
     assert list(dump(fp16)) == ["mode", "evidence", "shaders", "f16_shaders", "invalid_f16_shaders", "packing_shaders",
                                 "shader_f16", "predicted", "note", "agrees"]  # report.json's order
     run = {"on_gpu": dump(evidence), "vs_cpu": {"rel_l2_pooled": 1.0}, "shape": [126, 168], "fp16": dump(fp16)}
-    verdict = webgpu_fp16_verdict(run)
+    verdict = webgpu_fp16_verdict(load(BrowserRun, run))
     assert verdict.state == "fail" and "WebGPU reported 2 validation error(s)" in verdict.reason
+
+
+def test_a_run_is_kept_in_report_jsons_order():
+    """``public_run`` builds each backend's ``BrowserRun`` typed: a WASM run, a WebGPU run with its comparisons and
+    GPU counters, and a failed run keep the keys report.json always held, in its order, and read back equal."""
+    from depthport.check.webgpu_verdict import gpu_evidence
+    from depthport.core.report_model import BrowserRun, RunInfo, dump, load
+    from depthport.verify.web_folder import PageRun, compare, public_run, timing
+
+    depth = {"a": np.arange(12, dtype=np.float32).reshape(3, 4) + 1}
+    info = RunInfo(runtime="onnxruntime-web", requested="wasm", accelerator="wasm", precision="fp32", threads=1)
+    wasm = public_run(PageRun("wasm", (3, 4), info=info, outputs=depth, time=timing([5.0, 2.0, 3.0], "wasm", "")))
+    assert list(dump(wasm)) == ["name", "shape", "info", "time", "console_fallback", "console_gpu_errors"]
+    assert list(dump(wasm)["info"]) == ["runtime", "requested", "accelerator", "precision", "threads"]
+    assert dump(wasm)["time"] == {"first_ms": 5.0, "median_ms": 2.5, "calls": 3, "label": "WASM on the CPU"}
+    gpu_info = RunInfo("LiteRT.js", "webgpu", "webgpu", True, "fp32", True)
+    gpu = {"submits": 3, "dispatches": 40, "pipelines": 5, "devices": [{"granted": ["subgroups"]}], "shaders": []}
+    console = ["warning: [Invalid CommandBuffer] is invalid due to a previous error.\nmore"]
+    run = PageRun("webgpu-fp32", (3, 4), info=gpu_info, gpu=gpu, console=console, outputs=depth,
+                  time=timing([9.0, 1.0], "webgpu", "google swiftshader"))
+    kept = public_run(run, file="m.tflite", on_gpu=gpu_evidence(gpu_info, gpu, console),
+                      vs_cpu=compare(depth, depth), vs_reference=compare(depth, depth))
+    assert list(dump(kept)) == ["name", "shape", "info", "time", "file", "on_gpu", "vs_cpu", "vs_reference", "gpu",
+                                "console_fallback", "console_gpu_errors"]
+    assert list(dump(kept)["info"]) == ["runtime", "requested", "accelerator", "fully_accelerated", "precision",
+                                        "threads"]
+    assert dump(kept)["gpu"] == {"submits": 3, "dispatches": 40, "pipelines": 5, "device_features": ["subgroups"]}
+    assert kept.vs_cpu.rel_l2_pooled == 0.0 and dump(kept)["console_gpu_errors"] == [console[0].splitlines()[0]]
+    failed = public_run(PageRun("webgpu-fp16", (3, 4), error="no adapter"), file="m.tflite")
+    assert list(dump(failed)) == ["name", "shape", "error", "file", "console_fallback", "console_gpu_errors"]
+    for section in (wasm, kept, failed):
+        assert load(BrowserRun, json.loads(json.dumps(dump(section)))) == section
 
 
 def test_missing_runtimes_are_one_clear_error(tmp_path, monkeypatch):

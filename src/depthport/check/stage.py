@@ -50,7 +50,7 @@ def check_litert(ctx: ExportContext, art: dict | ArtifactJson, path: Path) -> di
     """Add the GPU verdicts and the FP16-compute prediction to a .tflite entry; returns the entry."""
     art = ArtifactJson(art)
     found = check_tflite(path)
-    art.gpu_check = dump(GpuCheck(tuple(v.to_dict() for v in found.violations)))  # the verdicts: the checks below
+    art.gpu_check = dump(GpuCheck(found.violations))  # the verdicts: the checks below
     runtime = gpu_runtime(ctx, path, VARIANTS.get(art.target)) if ctx.options.run_gpu else None
     if runtime is not None:
         art.gpu_runtime = dump(runtime)

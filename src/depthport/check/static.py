@@ -2,28 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Iterable
 
 from depthport.check.rules import RULES, Rule
+from depthport.core.report_model import Violation  # one rule broken by one op, as report.json's gpu_check holds it
 from depthport.core.tflite_graph import Graph, read_graph
-
-
-@dataclasses.dataclass(frozen=True)
-class Violation:
-    """One rule broken by one op."""
-
-    op_index: int
-    op: str
-    rule: str
-    severity: str
-    source: str
-    detail: str
-    shapes: str
-
-    def to_dict(self) -> dict[str, object]:
-        return dataclasses.asdict(self)
 
 
 def check_static(path_or_graph: str | Path | Graph, rules: Iterable[Rule] = RULES) -> list[Violation]:

@@ -2,27 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from depthport.check.gpu_runtime import empty_runtime, run_gpu_check
-from depthport.check.static import Violation, check_static
-from depthport.core.report_model import GpuRuntime
+from depthport.check.static import check_static
+from depthport.core.report_model import GpuRuntime, Violation
 from depthport.core.schema import ERROR, SKIPPED, Verdict, verdict_of
 from depthport.core.tflite_graph import TfliteReadError, graph_summary, read_graph
 
 NOT_REQUESTED = "runtime check not run (use --run-gpu)"
 
 
-def static_verdict(violations: list[Violation] | list[dict]) -> Verdict:
+def static_verdict(violations: Sequence[Violation]) -> Verdict:
     """Pass when no rule of severity error is broken; warnings are listed with a pass."""
-    items = [v.to_dict() if isinstance(v, Violation) else v for v in violations]
-    errors = [v for v in items if v["severity"] == "error"]
-    figures = {"errors": len(errors), "warnings": len(items) - len(errors)}
+    errors = [v for v in violations if v.severity == "error"]
+    figures = {"errors": len(errors), "warnings": len(violations) - len(errors)}
     if errors:
-        first, rules = errors[0], ", ".join(sorted({v["rule"] for v in errors}))
-        return Verdict.failed(f"{len(errors)} static error(s) ({rules}); first: op {first['op_index']} "
-                              f"{first['op']}: {first['detail']}", figures)
+        first, rules = errors[0], ", ".join(sorted({v.rule for v in errors}))
+        return Verdict.failed(f"{len(errors)} static error(s) ({rules}); first: op {first.op_index} "
+                              f"{first.op}: {first.detail}", figures)
     return Verdict.passed(figures, note=f"{figures['warnings']} warning(s)" if figures["warnings"] else "")
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from ..core.report_model import BrowserRun, Fp16Predicted, OnGpu, WebFp16, load
+from ..core.report_model import BrowserRun, Fp16Predicted, OnGpu, RunInfo, WebFp16
 from ..core.schema import ERROR, UNAVAILABLE, Verdict
 from ..fp16.simulate import DEFAULT_TOL as FP16_TOL
 
@@ -48,14 +48,14 @@ def first_error(lines: list[str]) -> str:
     return lines[0].splitlines()[0].strip() if lines else ""
 
 
-def gpu_evidence(info: dict, gpu: dict | None, console: list[str]) -> OnGpu:
-    """Whether a WebGPU run stayed on the GPU, with every fact that says so or not (``info``, ``gpu`` and ``console``
-    as the page reported them)."""
+def gpu_evidence(info: RunInfo, gpu: dict | None, console: list[str]) -> OnGpu:
+    """Whether a WebGPU run stayed on the GPU, with every fact that says so or not (the runtime's ``info``, and
+    ``gpu`` and ``console`` as the page reported them)."""
     gpu = gpu or {}
     problems = []
-    if info.get("accelerator") != "webgpu":
-        problems.append(f"the model was compiled for {info.get('accelerator')!r}, not WebGPU (a fallback)")
-    if info.get("fully_accelerated") is False:
+    if info.accelerator != "webgpu":
+        problems.append(f"the model was compiled for {info.accelerator!r}, not WebGPU (a fallback)")
+    if info.fully_accelerated is False:
         problems.append("the runtime reports the model as not fully accelerated")
     fallback = fallback_lines(console)
     if fallback:
@@ -63,8 +63,8 @@ def gpu_evidence(info: dict, gpu: dict | None, console: list[str]) -> OnGpu:
     if not gpu.get("dispatches"):
         problems.append("no compute dispatch reached the GPU queue during the run")
     errors = gpu_error_lines(console)
-    return OnGpu(on_gpu=not problems, problems=tuple(problems), accelerator=info.get("accelerator"),
-                 fully_accelerated=info.get("fully_accelerated"), dispatches=gpu.get("dispatches"),
+    return OnGpu(on_gpu=not problems, problems=tuple(problems), accelerator=info.accelerator,
+                 fully_accelerated=info.fully_accelerated, dispatches=gpu.get("dispatches"),
                  submits=gpu.get("submits"), shaders=len(gpu.get("shaders") or ()), fallback_log=tuple(fallback),
                  gpu_errors=len(errors), gpu_error=first_error(errors) or None)
 
@@ -98,12 +98,11 @@ def fp16_mode(gpu: dict | None) -> WebFp16:
                    invalid_f16_shaders=len(uses_f16) - valid, packing_shaders=storage, shader_f16=f16)
 
 
-def webgpu_fp32_verdict(run: dict | None, why_not: str | None = None) -> Verdict:
+def webgpu_fp32_verdict(run: BrowserRun | None, why_not: str | None = None) -> Verdict:
     """Pass: the run stayed on the GPU and its output is within ``WEBGPU_FP32_TOL`` (rel. L2) of the CPU's."""
     limits = {"rel_l2_vs_cpu": WEBGPU_FP32_TOL}
     if run is None:
         return Verdict.not_measured(why_not or "the WebGPU FP32 run was not made", ERROR, limits)
-    run = load(BrowserRun, run)
     if run.error:
         return Verdict.failed(f"WebGPU FP32 did not run: {run.error}", {}, limits)
     evidence, vs_cpu = run.on_gpu, run.vs_cpu
@@ -131,13 +130,12 @@ def prediction_note(measured: float, mode: str, predicted: Fp16Predicted) -> tup
             f"{'within' if agrees else 'OUTSIDE'} the {PREDICTION_MARGIN:g}x margin)"), agrees
 
 
-def webgpu_fp16_verdict(run: dict | None, why_not: str | None = None, cause: str = UNAVAILABLE) -> Verdict:
+def webgpu_fp16_verdict(run: BrowserRun | None, why_not: str | None = None, cause: str = UNAVAILABLE) -> Verdict:
     """Pass: on the GPU and within the FP16 tolerance of the CPU (rel. L2); the figures hold what the shaders did
     and the prediction beside the measurement. Not required: FP32 is what the page asks for by default."""
     limits = {"rel_l2_vs_cpu": FP16_TOL}
     if run is None:
         return Verdict.not_measured(why_not or "the WebGPU FP16 run was not made", cause, limits)
-    run = load(BrowserRun, run)
     if run.error:
         return Verdict.failed(f"WebGPU FP16 did not run: {run.error}", {}, limits)
     evidence, vs_cpu, fp16 = run.on_gpu, run.vs_cpu, run.fp16

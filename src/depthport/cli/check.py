@@ -9,9 +9,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from depthport.check.static import Violation
 from depthport.check.verdict import TfliteCheck, check_tflite, rejected_text
-from depthport.core.report_model import GpuRuntime, dump
+from depthport.core.report_model import GpuRuntime, Violation, dump
 from depthport.core.schema import SKIPPED
 from depthport.core.tflite_graph import TfliteReadError
 
@@ -65,7 +64,7 @@ def as_json(result: TfliteCheck, outcome: str) -> dict:
     return {"file": result.file, "gpu_clean": result.gpu_clean, "op_count": result.op_count,
             "op_histogram": result.op_histogram, "max_tensor_rank": result.max_tensor_rank,
             "error_count": result.error_count, "warning_count": result.warning_count,
-            "violations": [v.to_dict() for v in result.violations], "runtime": dump(result.runtime),
+            "violations": dump(result.violations), "runtime": dump(result.runtime),
             "static": result.static.to_dict(), "runtime_verdict": result.runtime_verdict.to_dict(),
             "verdict": result.verdict.to_dict(), "outcome": outcome}
 

@@ -118,8 +118,7 @@ def print_web(data: dict, out: Path) -> None:
         table.add_column(col, overflow="fold")
     for name, check in CHECKS.items():
         verdict = art.verdict(check)
-        row = backend_row(art, name) if art.browser else {"shape": "-", "rel_l2": "-", "vs_cpu": "-",
-                                                             "first_ms": "-", "median_ms": "-"}
+        row = backend_row(art, name)
         table.add_row(name, row["shape"], row["rel_l2"], row["vs_cpu"], f"{row['first_ms']} / {row['median_ms']}",
                       "-" if verdict is None else verdict.text())
     con.print(table)

@@ -6,7 +6,8 @@ The dataclasses are the schema: a field's annotation says what it holds, its def
 report means when it lacks the field, so readers use attributes and need no ``.get(key, {})`` of their own.
 Alternatives are explicit types: a file's parity is ``Parity | NotMeasured``, its latency ``Latency |
 NotMeasured``. The JSON is unchanged (``schema`` writes and validates it); a field this view does not name is
-not read.
+not read. The GPU sections (a .tflite's GPU check, a web folder's runs in a browser) are in ``report_gpu``, and
+importable from here.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import types
 import typing
 from dataclasses import dataclass, field
 
+from .report_gpu import (Browser, BrowserRun, Comparison, Fp16Predicted, GpuCheck, GpuCounters,  # re-exported
+                         GpuRuntime, OnGpu, PreprocessCheck, RejectedOp, RunInfo, RunTime, Shown, SmallReexport,
+                         Violation, WebFiles, WebFp16)
 from .schema import UNVERIFIED, Verdict, not_measured_section
 
 
@@ -214,154 +218,10 @@ class Scores:
 
 
 @dataclass(frozen=True)
-class GpuCheck:
-    violations: tuple = ()
-
-
-@dataclass(frozen=True)
-class RejectedOp:
-    """An op the GPU accelerator refused, with the reason from LiteRT's log."""
-
-    op: str
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class GpuRuntime:
-    """The real GPU accelerator's run of a .tflite (``check.gpu_runtime.run_gpu_check``): whether every op was
-    delegated (None: no verdict), the ops it refused, and the numerical run against the CPU; then the run's
-    setting (adapter, precision, Vulkan), written only where the run got that far (``OMIT_NONE``)."""
-
-    OMIT_NONE: typing.ClassVar[tuple[str, ...]] = ("adapter", "compile_s", "precision", "tolerance", "vulkan", "wall_s")
-
-    fully_delegated: bool | None = None
-    rejected_ops: tuple[RejectedOp, ...] = ()
-    rel_l2_vs_cpu: float | None = None
-    pearson_vs_cpu: float | None = None
-    shape: tuple[int, ...] | None = None
-    numeric_file: str | None = None
-    numeric_ok: bool | None = None
-    note: str = ""
-    adapter: str | None = None
-    compile_s: float | None = None
-    precision: str | None = None
-    tolerance: float | None = None
-    vulkan: str | None = None
-    wall_s: float | None = None
-
-
-@dataclass(frozen=True)
 class ShapeParity(Parity):
     """A dynamic-shape file's figures at one of its other shapes, with that shape's FP32 gate."""
 
     gate: Verdict | None = None
-
-
-@dataclass(frozen=True)
-class RunTime:
-    first_ms: float | None = None
-    median_ms: float | None = None
-    calls: int | None = None
-    label: str = "-"
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    accelerator: str = "-"
-
-
-@dataclass(frozen=True)
-class OnGpu:
-    """Whether a WebGPU run stayed on the GPU (``check.webgpu_verdict.gpu_evidence``): the verdict, what spoke against
-    it, and the facts behind it (the runtime's compilation, the GPU queue's counters, the console's fallback and
-    WebGPU error lines)."""
-
-    on_gpu: bool = False
-    problems: tuple[str, ...] = ()
-    accelerator: str | None = None
-    fully_accelerated: bool | None = None
-    dispatches: int | None = None
-    submits: int | None = None
-    shaders: int = 0
-    fallback_log: tuple[str, ...] = ()
-    gpu_errors: int = 0
-    gpu_error: str | None = None
-
-
-@dataclass(frozen=True)
-class Fp16Predicted:
-    storage: float | None = None
-    arithmetic: float | None = None
-
-
-@dataclass(frozen=True)
-class WebFp16:
-    """What the shaders of a WebGPU FP16 run did (``check.webgpu_verdict.fp16_mode``): the mode, the shader counts
-    and the device's shader-f16 feature behind it; then the prediction beside the measurement."""
-
-    mode: str = "unknown"
-    evidence: str = ""
-    shaders: int = 0
-    f16_shaders: int = 0
-    invalid_f16_shaders: int = 0
-    packing_shaders: int = 0
-    shader_f16: str = ""
-    predicted: Fp16Predicted = Fp16Predicted()
-    note: str = ""
-    agrees: bool | None = None
-
-
-@dataclass(frozen=True)
-class BrowserRun:
-    """One backend's run of a web folder's page."""
-
-    shape: tuple[int, ...] = ()
-    file: str | None = None
-    error: str | None = None
-    info: RunInfo = RunInfo()
-    time: RunTime = RunTime()
-    on_gpu: OnGpu | None = None
-    vs_cpu: Parity | None = None
-    vs_reference: Parity | None = None
-    fp16: WebFp16 | None = None
-
-
-@dataclass(frozen=True)
-class PreprocessCheck:
-    max_abs_diff: float | None = None
-    images: int | None = None
-    exact: bool | None = None
-    method: str | None = None
-
-
-@dataclass(frozen=True)
-class SmallReexport:
-    shape: tuple[int, ...] = ()
-    why: str = ""
-
-
-@dataclass(frozen=True)
-class Browser:
-    """A web folder's page in headless Chromium (``verify.web_folder``)."""
-
-    runtime: str = ""
-    runtime_version: str = ""
-    browser: str = "Chromium"
-    driver: str | None = None
-    adapter: str | None = None
-    flags: tuple[str, ...] = ()
-    fast_shaders: bool | None = None
-    backends: dict[str, BrowserRun] = field(default_factory=dict)
-    small_reexport: SmallReexport | None = None
-    preprocess: PreprocessCheck | None = None
-    shown: dict = field(default_factory=dict)
-    screenshot: str | None = None
-
-
-@dataclass(frozen=True)
-class WebFiles:
-    runtime: str | None = None
-    model_file: str = "-"
 
 
 @dataclass(frozen=True)

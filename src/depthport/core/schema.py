@@ -208,9 +208,10 @@ class Fp16PredictionJson(JsonObject):
 
 
 class BrowserJson(JsonObject):
-    """A web folder's ``browser`` section (``verify.web_folder.assemble``)."""
+    """A web folder's ``browser`` section (``report_model.Browser``, built by ``verify.web_folder.assemble``): its
+    screenshot's file, named once the screenshot is written beside the report."""
 
-    backends, preprocess, screenshot = Field(), Field(), Field()
+    screenshot = Field()
 
 
 class VerifyJson(JsonObject):

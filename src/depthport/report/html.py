@@ -24,7 +24,7 @@ from PIL import Image
 
 from ..atomic import write_bytes
 from ..core.formatting import fmt
-from ..core.report_model import Bench, Latency, NotMeasured, Parity, Report, Scores, load_report
+from ..core.report_model import Bench, Latency, NotMeasured, Parity, Report, Scores, Violation, load_report
 from ..core.schema import FAIL, NOT_MEASURED, PASS, SHIPPED, Verdict
 from ..visualize import colorize
 from . import web
@@ -178,10 +178,8 @@ def fp64_rows(report: Report) -> list[dict]:
             if isinstance(p, Parity) and p.fp64_error_ratio is not None]
 
 
-def _violation_text(v) -> str:
-    if isinstance(v, dict):
-        return ", ".join(f"{k}={v[k]}" for k in list(v)[:3])
-    return str(v)
+def _violation_text(v: Violation) -> str:
+    return f"op_index={v.op_index}, op={v.op}, rule={v.rule}"
 
 
 def screenshot_uris(figures: dict | None) -> dict:

@@ -5,16 +5,17 @@
 from __future__ import annotations
 
 from ..core.formatting import fmt
-from ..core.report_model import Artifact, BrowserRun, NotMeasured, Parity, Report
+from ..core.report_model import Artifact, BrowserRun, Comparison, NotMeasured, Parity, Report, RunInfo, RunTime
 
 CHECKS = {"wasm": "parity", "webgpu-fp32": "webgpu_fp32", "webgpu-fp16": "webgpu_fp16"}
 TITLES = {"wasm": "WASM (CPU)", "webgpu-fp32": "WebGPU FP32", "webgpu-fp16": "WebGPU FP16"}
 NO_FIGURES = Parity()
 
 
-def figures_of(parity) -> Parity:
-    """A section's figures, or empty ones where it holds none (not measured, or absent)."""
-    return parity if isinstance(parity, Parity) else NO_FIGURES
+def figures_of(section) -> Parity | Comparison:
+    """A section's figures (a file's parity, a browser run's comparison), or empty ones where it holds none (not
+    measured, or absent)."""
+    return section if isinstance(section, (Parity, Comparison)) else NO_FIGURES
 
 
 def on_gpu_text(run: BrowserRun) -> str:
@@ -30,12 +31,12 @@ def on_gpu_text(run: BrowserRun) -> str:
 
 def backend_row(art: Artifact, name: str) -> dict:
     """One backend of one web folder: where and how it ran, its figures, its time and its verdict."""
-    run = art.browser.backends.get(name) or BrowserRun()
+    run = (art.browser.backends.get(name) if art.browser else None) or BrowserRun()
     ref = figures_of(art.parity if name == "wasm" else run.vs_reference)
-    t = run.time
+    info, t = run.info or RunInfo(), run.time or RunTime()  # a run that failed has neither
     where = run.file or (art.web.model_file if art.web else "-")
     return {"name": TITLES[name], "shape": "x".join(map(str, run.shape)) or "-", "file": where,
-            "error": run.error, "accelerator": run.info.accelerator,
+            "error": run.error, "accelerator": fmt(info.accelerator),
             "pearson": fmt(ref.pearson_worst, ".7f"), "rel_l2": fmt(ref.rel_l2_pooled, ".3e"),
             "delta125": fmt(ref.delta125_worst, ".5f"), "vs_cpu": fmt(figures_of(run.vs_cpu).rel_l2_pooled, ".3e"),
             "on_gpu": on_gpu_text(run), "first_ms": fmt(t.first_ms, ".1f"), "median_ms": fmt(t.median_ms, ".1f"),

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..check import webgpu_verdict
 from ..core import metrics
-from ..core.report_model import Fp16Predicted, OnGpu, WebFp16, dump
+from ..core.report_model import (Browser, BrowserRun, Comparison, Fp16Predicted, GpuCounters, OnGpu, PreprocessCheck,
+                                 RunInfo, RunTime, Shown, SmallReexport, WebFp16, dump, load)
 from ..core.schema import ERROR, ArtifactJson, BrowserJson, Fp16PredictionJson, ReportJson, Verdict, failed_section
 from ..errors import InputError, error_text
 from ..export.small import SmallExport, small_export
@@ -60,27 +61,44 @@ def png(img) -> bytes:
     return buf.getvalue()
 
 
-def compare(outputs: dict, baseline: dict) -> dict:
+def compare(outputs: dict, baseline: dict) -> Comparison:
     """Pooled figures of ``outputs`` against ``baseline`` (same image names), without the per-image part."""
-    return metrics.summarize([metrics.image_metrics(outputs[k], baseline[k]) for k in outputs])
+    return Comparison(**metrics.summarize([metrics.image_metrics(outputs[k], baseline[k]) for k in outputs]))
 
 
-def timing(ms: list[float], accelerator: str | None, adapter: str) -> dict:
+def timing(ms: list[float], accelerator: str | None, adapter: str) -> RunTime:
     """First call (WebGPU: shader compilation) and the median of the others, labelled with what ran them."""
     rest = ms[1:]
     label = SWIFTSHADER_NOTE if accelerator == "webgpu" and "swiftshader" in adapter else (
         "WebGPU adapter " + adapter if accelerator == "webgpu" else "WASM on the CPU")
-    return {"first_ms": ms[0], "median_ms": float(np.median(rest)) if rest else None, "calls": len(ms), "label": label}
+    return RunTime(first_ms=ms[0], median_ms=float(np.median(rest)) if rest else None, calls=len(ms), label=label)
+
+
+@dataclass
+class PageRun:
+    """One backend's run through the page (``run_backend``), as the page gave it: the runtime's account, the GPU
+    probe's record (``web/gpu_probe.js``; WebGPU only), the console lines, the page's input tensors and the outputs by
+    image, and the timing; or why it failed. ``public_run`` makes report.json's ``BrowserRun`` of it."""
+
+    name: str
+    shape: tuple[int, int]
+    error: str | None = None
+    info: RunInfo | None = None
+    gpu: dict | None = None
+    console: list[str] = field(default_factory=list)
+    tensors: dict = field(default_factory=dict)
+    outputs: dict = field(default_factory=dict)
+    time: RunTime | None = None
 
 
 def run_backend(page, name: str, model: str | None, hw: tuple[int, int], images, adapter: str,
-                prompts: dict | None = None) -> dict:
+                prompts: dict | None = None) -> PageRun:
     """One backend over ``images`` (with their ``prompts``, for a prompted model) through the page: its outputs,
     inputs, timings and the runtime's account."""
     backend, precision = BACKENDS[name]
     mark = len(page.console)
     try:
-        info = page.select(backend, precision, model)
+        info = load(RunInfo, page.select(backend, precision, model))
         shape = [1, 3, *hw]
         tensors, outputs, ms = {}, {}, []
         for img_name, img in images:
@@ -91,10 +109,10 @@ def run_backend(page, name: str, model: str | None, hw: tuple[int, int], images,
         if len(ms) < TIMED_CALLS + 1:  # the first call compiles (WebGPU: its shaders): time warm calls too
             ms += page.time(backend, precision, model, TIMED_CALLS + 1 - len(ms))
     except RuntimeError as exc:
-        return {"name": name, "shape": list(hw), "error": error_text(exc), "console": page.console[mark:]}
+        return PageRun(name, hw, error=error_text(exc), console=page.console[mark:])
     gpu = page.gpu() if backend == "webgpu" else None
-    return {"name": name, "shape": list(hw), "info": info, "gpu": gpu, "console": page.console[mark:],
-            "tensors": tensors, "outputs": outputs, "time": timing(ms, info.get("accelerator"), adapter)}
+    return PageRun(name, hw, info=info, gpu=gpu, console=page.console[mark:], tensors=tensors, outputs=outputs,
+                   time=timing(ms, info.accelerator, adapter))
 
 
 def fp16_predictions(model, hw: tuple[int, int], normalize: bool, images, prompts: dict | None = None) -> Fp16Predicted:
@@ -109,7 +127,7 @@ def fp16_predictions(model, hw: tuple[int, int], normalize: bool, images, prompt
     return Fp16Predicted(storage=rel_l2["fp32"], arithmetic=rel_l2["fp16"])
 
 
-def gpu_runs(page, job: WebJob, adapter: str, cpu: dict, small: SmallExport | None) -> dict:
+def gpu_runs(page, job: WebJob, adapter: str, cpu: PageRun, small: SmallExport | None) -> dict[str, BrowserRun]:
     """The WebGPU runs with their comparisons: against the same file on the CPU and the reference at that shape."""
     model_url, hw, model = (SMALL_URL, small.hw, small.model) if small else (None, job.built.input_hw, job.built.model)
     refs = job.refs.at(hw, job.threads, model, fp64=False) if small else job.refs
@@ -121,57 +139,61 @@ def gpu_runs(page, job: WebJob, adapter: str, cpu: dict, small: SmallExport | No
         if name == "webgpu-fp16" and job.config["runtime"] == "onnxruntime-web":
             continue
         run = run_backend(page, name, model_url, hw, refs.images, adapter, refs.prompts)
-        run["file"] = f"small re-export {hw[0]}x{hw[1]}" if small else job.config["model_file"]
-        if "error" not in run and "error" not in cpu:
-            evidence = webgpu_verdict.gpu_evidence(run["info"], run["gpu"], run["console"])
-            run["on_gpu"] = dump(evidence)
-            run["vs_cpu"] = compare(run["outputs"], cpu["outputs"])
-            run["vs_reference"] = compare(run["outputs"], {n: refs.output("reference", n) for n in refs.names})
-            if name == "webgpu-fp16":
-                run["fp16"] = dump(fp16_block(run, evidence, model, hw, refs))
-        elif "error" not in run:
-            run["error"] = f"the CPU run it is compared with failed: {cpu['error']}"
-        runs[name] = run
+        file = f"small re-export {hw[0]}x{hw[1]}" if small else job.config["model_file"]
+        if run.error is None and cpu.error is None:
+            evidence = webgpu_verdict.gpu_evidence(run.info, run.gpu, run.console)
+            vs_cpu = compare(run.outputs, cpu.outputs)
+            vs_reference = compare(run.outputs, {n: refs.output("reference", n) for n in refs.names})
+            fp16 = fp16_block(run, vs_cpu, evidence, model, hw, refs) if name == "webgpu-fp16" else None
+            runs[name] = public_run(run, file=file, on_gpu=evidence, vs_cpu=vs_cpu, vs_reference=vs_reference,
+                                    fp16=fp16)
+        elif run.error is None:
+            runs[name] = public_run(run, file=file, error=f"the CPU run it is compared with failed: {cpu.error}")
+        else:
+            runs[name] = public_run(run, file=file)
     return runs
 
 
-def fp16_block(run: dict, evidence: OnGpu, model, hw: tuple[int, int], refs: References) -> WebFp16:
+def fp16_block(run: PageRun, vs_cpu: Comparison, evidence: OnGpu, model, hw: tuple[int, int],
+               refs: References) -> WebFp16:
     """What the shaders of the FP16 run did, with depthport's prediction beside the measured rel. L2."""
-    mode = webgpu_verdict.fp16_mode(run["gpu"])
+    mode = webgpu_verdict.fp16_mode(run.gpu)
     predicted = fp16_predictions(model, hw, refs.eager_normalized, refs.images, refs.prompts)
-    note, agrees = webgpu_verdict.prediction_note(run["vs_cpu"]["rel_l2_pooled"], mode.mode, predicted)
+    note, agrees = webgpu_verdict.prediction_note(vs_cpu.rel_l2_pooled, mode.mode, predicted)
     if webgpu_verdict.refused(evidence):  # the output is not FP16's doing: part of the model never ran
         note, agrees = f"{note.split(' (')[0]}: not comparable, {webgpu_verdict.refused(evidence)}", None
     return replace(mode, predicted=predicted, note=note, agrees=agrees)
 
 
-def preprocess_check(wasm: dict, refs: References) -> dict:
+def preprocess_check(wasm: PageRun, refs: References) -> PreprocessCheck:
     """The page's input tensors against depthport's (``preprocess.to_tensor``) on the same decoded pixels."""
-    diffs = [float(np.abs(wasm["tensors"][n] - refs.input(n, refs.eager_normalized)).max()) for n in refs.names]
-    return {"max_abs_diff": max(diffs), "images": len(diffs), "exact": max(diffs) == 0.0,
-            "method": "images sent to the page as PNG (lossless), decoded by the browser, resized and normalised by "
-                      "the page's JS; compared with depthport.preprocess.to_tensor on the same pixels"}
+    diffs = [float(np.abs(wasm.tensors[n] - refs.input(n, refs.eager_normalized)).max()) for n in refs.names]
+    return PreprocessCheck(max_abs_diff=max(diffs), images=len(diffs), exact=max(diffs) == 0.0,
+                           method="images sent to the page as PNG (lossless), decoded by the browser, resized and "
+                                  "normalised by the page's JS; compared with depthport.preprocess.to_tensor on the "
+                                  "same pixels")
 
 
 @dataclass
 class WebResult:
-    """What verifying one web folder gives: the WASM run's parity record, report.json's ``browser`` block, the
+    """What verifying one web folder gives: the WASM run's parity record, report.json's ``browser`` section, the
     browser checks' verdicts, the first image's WASM depth and the page's screenshot (PNG bytes or None)."""
 
     parity: dict
-    browser: dict
+    browser: Browser
     verdicts: dict
     depth: np.ndarray | None
     screenshot: bytes | None
 
 
-def show(page, backend: str) -> dict:
-    """The page as a person uses it: the bundled image on ``backend`` (FP32), then a screenshot."""
+def show(page, backend: str) -> tuple[Shown, bytes | None]:
+    """The page as a person uses it: the bundled image on ``backend`` (FP32), then a screenshot (PNG bytes; None
+    when the page failed)."""
     try:
         shown = page.show_bundled(backend, "fp32")
-        return {"backend": backend, "ms": shown.get("ms"), "png": page.screenshot()}
+        return Shown(backend, ms=shown.get("ms")), page.screenshot()
     except RuntimeError as exc:
-        return {"backend": backend, "error": error_text(exc), "png": None}
+        return Shown(backend, error=error_text(exc)), None
 
 
 def verify_folder(job: WebJob) -> WebResult:
@@ -186,10 +208,10 @@ def verify_folder(job: WebJob) -> WebResult:
             adapter = page.call("() => window.depthport.page.gpu") or ""
             wasm = run_backend(page, "wasm", None, job.built.input_hw, job.refs.images, adapter, job.refs.prompts)
             runs = gpu_runs(page, job, adapter, wasm, small) if gpu_wanted and adapter else {}
-            shown = show(page, "webgpu" if adapter and small is None and gpu_wanted else "wasm")
+            shown, png = show(page, "webgpu" if adapter and small is None and gpu_wanted else "wasm")
         finally:
             page.close()
-    return assemble(job, browser, adapter, wasm, runs, small, shown)
+    return assemble(job, browser, adapter, wasm, runs, small, shown, png)
 
 
 def not_run_reason(job: WebJob, name: str, adapter: str) -> tuple[str, str]:
@@ -205,25 +227,33 @@ def not_run_reason(job: WebJob, name: str, adapter: str) -> tuple[str, str]:
     return f"{name} was not run", ERROR
 
 
-def public_run(run: dict) -> dict:
-    """A run as report.json keeps it: no arrays, the GPU counters and the console lines that matter."""
-    out = {k: v for k, v in run.items() if k not in ("tensors", "outputs", "gpu", "console")}
-    gpu = run.get("gpu") or {}
-    if gpu:
-        out["gpu"] = {"submits": gpu.get("submits"), "dispatches": gpu.get("dispatches"),
-                      "pipelines": gpu.get("pipelines"), "device_features": (gpu.get("devices") or [{}])[-1].get("granted")}
-    out["console_fallback"] = webgpu_verdict.fallback_lines(run.get("console") or [])
-    out["console_gpu_errors"] = [line.splitlines()[0] for line in webgpu_verdict.gpu_error_lines(run.get("console") or [])][:5]
-    return out
+def gpu_counters(gpu: dict | None) -> GpuCounters | None:
+    """What the GPU probe counted (the page's record, ``web/gpu_probe.js``), and the last device's features; None
+    when the probe saw nothing (WASM)."""
+    if not gpu:
+        return None
+    granted = (gpu.get("devices") or [{}])[-1].get("granted")
+    return GpuCounters(submits=gpu.get("submits"), dispatches=gpu.get("dispatches"), pipelines=gpu.get("pipelines"),
+                       device_features=None if granted is None else tuple(granted))
 
 
-def assemble(job: WebJob, browser, adapter: str, wasm: dict, runs: dict, small: SmallExport | None,
-             shown: dict) -> WebResult:
+def public_run(run: PageRun, **sections) -> BrowserRun:
+    """A run as report.json keeps it, with the ``sections`` its caller adds (the file, the comparisons, or why it
+    was not compared): no arrays, the GPU counters and the console lines that matter."""
+    errors = webgpu_verdict.gpu_error_lines(run.console)
+    kept = BrowserRun(name=run.name, shape=tuple(run.shape), error=run.error, info=run.info, time=run.time,
+                      gpu=gpu_counters(run.gpu), console_fallback=tuple(webgpu_verdict.fallback_lines(run.console)),
+                      console_gpu_errors=tuple(line.splitlines()[0] for line in errors)[:5])
+    return replace(kept, **sections)
+
+
+def assemble(job: WebJob, browser, adapter: str, wasm: PageRun, runs: dict[str, BrowserRun],
+             small: SmallExport | None, shown: Shown, png: bytes | None) -> WebResult:
     refs = job.refs
-    if "error" in wasm:
-        parity = failed_section(f"the page failed on WASM: {wasm['error']}")
+    if wasm.error is not None:
+        parity = failed_section(f"the page failed on WASM: {wasm.error}")
     else:
-        parity = parity_record(wasm["outputs"], refs, refs.label, "depthport eager model, same rewrites")
+        parity = parity_record(wasm.outputs, refs, refs.label, "depthport eager model, same rewrites")
         parity.update(runtime=f"{job.config['runtime']} {job.config['runtime_version']} (WASM, {browser.version})")
         if refs.reference64 is None:
             parity.update(skipped=["fp64_error_ratio"])
@@ -232,17 +262,15 @@ def assemble(job: WebJob, browser, adapter: str, wasm: dict, runs: dict, small: 
                                  ("webgpu-fp16", "webgpu_fp16", webgpu_verdict.webgpu_fp16_verdict)):
         why, cause = not_run_reason(job, name, adapter)
         verdicts[check] = verdict(runs[name]) if name in runs else Verdict.not_measured(why, cause)
-    block = {"browser": browser.version, "flags": list(browser.flags), "driver": driver_version(),
-             "fast_shaders": job.fast_shaders, "adapter": adapter or None, "runtime": job.config["runtime"],
-             "runtime_version": job.config["runtime_version"],
-             "backends": {"wasm": public_run(wasm), **{n: public_run(r) for n, r in runs.items()}},
-             "small_reexport": {"shape": list(small.hw), "why": "WebGPU on SwiftShader emulates the GPU on the CPU: "
-                                "the WebGPU runs use a small re-export of the same model and rewrites"} if small else None,
-             "shown": {k: v for k, v in shown.items() if k != "png"}}
-    if "error" not in wasm:
-        BrowserJson(block).preprocess = preprocess_check(wasm, refs)
-    depth = wasm["outputs"][refs.names[0]] if "error" not in wasm else None
-    return WebResult(parity, block, verdicts, depth, shown.get("png"))
+    section = Browser(
+        browser=browser.version, flags=tuple(browser.flags), driver=driver_version(), fast_shaders=job.fast_shaders,
+        adapter=adapter or None, runtime=job.config["runtime"], runtime_version=job.config["runtime_version"],
+        backends={"wasm": public_run(wasm), **runs},
+        small_reexport=SmallReexport(tuple(small.hw), "WebGPU on SwiftShader emulates the GPU on the CPU: the WebGPU "
+                                     "runs use a small re-export of the same model and rewrites") if small else None,
+        shown=shown, preprocess=preprocess_check(wasm, refs) if wasm.error is None else None)
+    depth = wasm.outputs[refs.names[0]] if wasm.error is None else None
+    return WebResult(parity, section, verdicts, depth, png)
 
 
 def driver_version() -> str:
@@ -262,7 +290,7 @@ def record(art: dict | ArtifactJson, result: WebResult | None, error: str | None
         art.parity = failed_section(f"browser verification failed: {error}")
         art.set_check("webgpu_fp32", Verdict.not_measured(f"browser verification failed: {error}"), required=True)
         return
-    art.update(parity=result.parity, browser=result.browser)
+    art.update(parity=result.parity, browser=dump(result.browser))
     art.set_check("webgpu_fp32", result.verdicts["webgpu_fp32"], required=True)
     art.set_check("webgpu_fp16", result.verdicts["webgpu_fp16"], required=False)
 
