@@ -29,9 +29,8 @@ from .context import ExportContext, StageOptions
 
 # What each conversion costs, relative (seconds for DA-V2-Small at 518x686 on 2 cores of a Sapphire Rapids): the
 # costliest start first, so that the last to finish starts early.
-COST = {"xnnpack-fp16-split": 120, "xnnpack-fp16": 90, "xnnpack-int8": 60, "coreml": 60, "litert-fp16": 40,
-        "xnnpack-fp32": 36, "litert-fp32": 22, "litert-int8": 18, "litert-int8-weight": 18, "onnx-dynamic": 12,
-        "onnx": 8}
+COST = {"xnnpack-fp16-split": 120, "xnnpack-fp16": 90, "xnnpack-int8": 60, "coreml": 60, "xnnpack-fp32": 36,
+        "litert-fp32": 22, "onnx-dynamic": 12, "onnx": 8, "litert-fp16": 1, "litert-int8": 1, "litert-int8-weight": 1}
 # The file a target is made from, when that target is asked for too (else the target makes it itself).
 FP32_SOURCE = "litert-fp32"
 NEEDS = {"litert-fp16": FP32_SOURCE, "litert-int8": FP32_SOURCE, "litert-int8-weight": FP32_SOURCE,
