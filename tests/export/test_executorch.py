@@ -277,6 +277,25 @@ def test_fp16_sentinel_reads_what_this_cpu_accumulates_and_agrees_with_its_flags
         assert "the runtime disagrees" in here["reason"]
 
 
+def test_fp16_sentinel_is_lowered_once_and_lowered_again_when_damaged(tmp_path, monkeypatch):
+    """The sentinel .pte is kept beside the evidence cache (one lowering per ExecuTorch version); a kept file that
+    does not load is replaced, and the sum is the same."""
+    from depthport.runtimes import fp16_sentinel
+
+    monkeypatch.setenv("DEPTHPORT_CACHE", str(tmp_path / "references"))
+    path = fp16_sentinel.sentinel_file()
+    assert path.is_file() and path.parent == tmp_path / "sentinel"
+    stamp = path.stat().st_mtime_ns
+    assert fp16_sentinel.sentinel_file().stat().st_mtime_ns == stamp  # kept, not lowered again
+    total = fp16_sentinel._run(path)
+    path.write_bytes(b"not a program")
+    fp16_sentinel.host_total.cache_clear()
+    try:
+        assert fp16_sentinel.host_total() == total and path.read_bytes()[4:8] == b"ET12"
+    finally:
+        fp16_sentinel.host_total.cache_clear()
+
+
 def test_arm64_emulation_says_why_it_cannot_run(tmp_path, monkeypatch):
     """Without the emulated machine (benchmarks/arm64/setup.sh), the arm64 runner names what is missing and
     refuses with an InputError instead of running anything."""

@@ -46,17 +46,44 @@ def describe(total: float) -> str:
     return f"ExecuTorch sums {K} ones in an fp16 Linear to {total:g} ({how})"
 
 
-@functools.cache
-def host_total() -> float:
-    """The sentinel's sum on this machine's ExecuTorch (built and run once per process, on the threadpool as it is)."""
+def sentinel_file() -> Path:
+    """The sentinel .pte, lowered once per ExecuTorch version and kept beside the evidence cache (lowering it imports
+    ExecuTorch's compiler, about 10 s); a kept file that does not load is lowered again."""
+    from importlib.metadata import version
+
+    from ..atomic import atomic_path
+    from ..core.evidence_cache import default_folder
+
+    path = default_folder().parent / "sentinel" / f"fp16-sentinel-k{K}-executorch-{version('executorch')}.pte"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            write_sentinel(Path(tmp))
+    return path
+
+
+def _run(path: Path) -> float:
     from executorch.extension.pybindings import portable_lib
 
-    from ..quiet import native_stderr_muted
     from .executorch import ExecuTorchRunner
 
-    with tempfile.TemporaryDirectory(prefix="depthport-sentinel-") as tmp, native_stderr_muted():
-        runner = ExecuTorchRunner(write_sentinel(Path(tmp) / "sentinel.pte"),
-                                  threads=portable_lib._threadpool_get_thread_count())
-        total = float(runner.run(np.ones(SHAPE, np.float32)).reshape(-1)[0])
-        del runner
-    return total
+    runner = ExecuTorchRunner(path, threads=portable_lib._threadpool_get_thread_count())
+    return float(runner.run(np.ones(SHAPE, np.float32)).reshape(-1)[0])
+
+
+@functools.cache
+def host_total() -> float:
+    """The sentinel's sum on this machine's ExecuTorch (run once per process, on the threadpool as it is)."""
+    from ..quiet import native_stderr_muted
+
+    with native_stderr_muted():
+        try:
+            path = sentinel_file()
+        except OSError:  # no writable cache folder: lowered into a temporary one
+            with tempfile.TemporaryDirectory(prefix="depthport-sentinel-") as tmp:
+                return _run(write_sentinel(Path(tmp) / "sentinel.pte"))
+        try:
+            return _run(path)
+        except (RuntimeError, ValueError, OSError):  # a damaged kept file: lowered again
+            path.unlink(missing_ok=True)
+            return _run(sentinel_file())
