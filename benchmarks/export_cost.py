@@ -3,7 +3,7 @@ DA-V2-Small matrix), the wall time and peak RSS of every stage.
 
 Each export runs in a child process of its own, so its peak RSS is its own: the child samples the resident set of
 itself and the processes below it (its conversion children, ``depthport.export.children``), summed (``/proc``
-VmRSS, or with children their proportional set sizes, every 20 ms), and keeps the largest value seen during each stage; for the whole export, that or its own
+VmRSS, and the children's anonymous resident memory, every 20 ms), and keeps the largest value seen during each stage; for the whole export, that or its own
 VmHWM, whichever is larger. Random weights, the stages ``depthport export`` runs by default, an empty reference cache
 (``verify.reference_cache``): the cost of a first export.
 
@@ -53,22 +53,12 @@ def descendants(pid: str = "self") -> list[str]:
     return found
 
 
-def pss_kb(pid: str) -> int:
-    """``pid``'s proportional set size: its resident pages, each shared page divided among its sharers."""
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def tree_rss_kb() -> int:
-    """What this process and every process below it hold at once: the resident set alone, or with children their
-    proportional set sizes summed (forked processes share pages, which a sum of resident sets counts twice)."""
-    kids = descendants()
-    return pss_kb("self") + sum(pss_kb(p) for p in kids) if kids else rss_kb()
+    """What this process and every process below it hold at once: its resident set plus the anonymous resident
+    memory of each process below it (the file-backed pages they share with it, its libraries, counted once). Read
+    from ``/proc/PID/status``, which is cheap; ``smaps_rollup`` walks the page tables under the memory map's lock and,
+    read every 20 ms, slowed the export it measured."""
+    return rss_kb() + sum(rss_kb("RssAnon", pid=p) for p in descendants())
 
 
 class StageCost:
