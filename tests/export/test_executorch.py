@@ -278,13 +278,13 @@ def test_fp16_sentinel_reads_what_this_cpu_accumulates_and_agrees_with_its_flags
 
 
 def test_fp16_sentinel_is_lowered_once_and_lowered_again_when_damaged(tmp_path, monkeypatch):
-    """The sentinel .pte is kept beside the evidence cache (one lowering per ExecuTorch version); a kept file that
-    does not load is replaced, and the sum is the same."""
+    """The sentinel .pte is kept in the evidence cache's folder (one lowering per ExecuTorch version); a kept file
+    that does not load is replaced, and the sum is the same."""
     from depthport.runtimes import fp16_sentinel
 
     monkeypatch.setenv("DEPTHPORT_CACHE", str(tmp_path / "references"))
     path = fp16_sentinel.sentinel_file()
-    assert path.is_file() and path.parent == tmp_path / "sentinel"
+    assert path.is_file() and path.parent == tmp_path / "references" / "sentinel"
     stamp = path.stat().st_mtime_ns
     assert fp16_sentinel.sentinel_file().stat().st_mtime_ns == stamp  # kept, not lowered again
     total = fp16_sentinel._run(path)

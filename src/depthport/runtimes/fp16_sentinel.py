@@ -47,14 +47,14 @@ def describe(total: float) -> str:
 
 
 def sentinel_file() -> Path:
-    """The sentinel .pte, lowered once per ExecuTorch version and kept beside the evidence cache (lowering it imports
-    ExecuTorch's compiler, about 10 s); a kept file that does not load is lowered again."""
+    """The sentinel .pte, lowered once per ExecuTorch version and kept in the evidence cache's folder (lowering it
+    imports ExecuTorch's compiler, about 10 s); a kept file that does not load is lowered again."""
     from importlib.metadata import version
 
     from ..atomic import atomic_path
     from ..core.evidence_cache import default_folder
 
-    path = default_folder().parent / "sentinel" / f"fp16-sentinel-k{K}-executorch-{version('executorch')}.pte"
+    path = default_folder() / "sentinel" / f"fp16-sentinel-k{K}-executorch-{version('executorch')}.pte"
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as tmp:
