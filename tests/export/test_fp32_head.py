@@ -10,7 +10,8 @@ from depthport.build import build
 from depthport.check.delegation import delegation_verdict
 from depthport.core.images import builtin_image
 from depthport.core.schema import FAIL, PASS
-from depthport.export.executorch import FORMS, Fp16IO, backend_form, lower_xnnpack, write_pte
+from depthport.export import executorch
+from depthport.export.executorch import FORMS, Fp16IO, backend_form, write_pte
 from depthport.export.fp32_head import Fp32Entry, keep_head_fp32
 from depthport.fp16 import simulate_fp16
 from depthport.fp16.simulate import fp16_copy
@@ -34,7 +35,7 @@ def camera(da3) -> torch.Tensor:
 
 
 def _run(module, x, tmp_path, name):
-    manager, report = lower_xnnpack(module, x)
+    manager, report = executorch.lower_xnnpack(module, x)  # looked up at call time: the session's conversion memo
     return load_runner(write_pte(manager, tmp_path / f"{name}.pte"), threads=1).run(x.numpy()), report
 
 
