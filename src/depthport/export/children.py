@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..core.machine import usable_cores
-from ..core.memory import available_bytes
+from ..core.memory import available_bytes, give_back
 from .context import ExportContext, StageOptions
 
 # What each conversion costs, relative (seconds for DA-V2-Small at 518x686 on 2 cores of a Sapphire Rapids): the
@@ -121,6 +121,8 @@ def _convert_in_children(ctx: ExportContext, targets: list[str]) -> list[dict]:
     b = ctx.built
     model_file = ctx.scratch / "model-for-conversions.pt"
     torch.save(b.model, model_file)
+    b.release()  # a Large model waits on disk while its children convert: its memory is theirs
+    give_back()
     w = b.weights
     workers = conversion_workers(b.parameter_count, len(targets))
     base = Job("", model_file, b.spec.id, (w.source, w.format, w.random, w.revision, tuple(w.base_models)),
