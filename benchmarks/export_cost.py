@@ -3,8 +3,8 @@ DA-V2-Small matrix), the wall time and peak RSS of every stage.
 
 Each export runs in a child process of its own, so its peak RSS is its own: the child samples the resident set of
 itself and the processes below it (its conversion children, ``depthport.export.children``), summed (``/proc``
-VmRSS, and the children's anonymous resident memory, every 20 ms), and keeps the largest value seen during each stage; for the whole export, that or its own
-VmHWM, whichever is larger. Random weights, the stages ``depthport export`` runs by default, an empty reference cache
+VmRSS, and the children's anonymous resident memory, every 20 ms), and keeps the largest value seen during each
+stage; for the whole export, the largest stage's or its own VmHWM, whichever is larger. Random weights, the stages ``depthport export`` runs by default, an empty reference cache
 (``verify.reference_cache``): the cost of a first export.
 
 With ``--warm`` each export runs twice with one cache: the second is a re-export, whose evidence stages read the
@@ -67,7 +67,7 @@ class StageCost:
 
     def __init__(self, interval: float = 0.02):
         self.rows: list[dict] = []
-        self._peak = self._step_peak = self.tree_peak = 0
+        self._peak = self._step_peak = 0
         self._step: tuple[str, float] | None = None
         self._steps: dict[str, dict] = {}
         self._stop = threading.Event()
@@ -77,7 +77,6 @@ class StageCost:
         while not self._stop.wait(interval):
             rss = tree_rss_kb()
             self._peak, self._step_peak = max(self._peak, rss), max(self._step_peak, rss)
-            self.tree_peak = max(self.tree_peak, rss)
 
     @contextlib.contextmanager
     def stage(self, name: str):
@@ -126,7 +125,7 @@ def child(model_id: str, targets: str, threads: int) -> None:
     cost.close()
     print(json.dumps({"model": model_id, "size": list(spec.default_hw), "targets": targets,
                       "total_s": time.perf_counter() - start,
-                      "peak_rss_mb": max(rss_kb("VmHWM"), cost.tree_peak) / 1024,
+                      "peak_rss_mb": max([rss_kb("VmHWM") / 1024] + [r["peak_rss_mb"] for r in cost.rows]),
                       "stages": cost.rows,
                       "status": [[a.status, a.status_reason] for a in report.artifacts],
                       "evidence": report.evidence_budget.line or "every image"}))

@@ -61,7 +61,7 @@ class Job:
     target: str
     model_file: Path  # the built model, ``torch.save``d once for every child
     spec_id: str
-    weights: tuple  # (source, format, random, revision, base_models): ``LoadedWeights`` without its tensors
+    weights: object  # ``LoadedWeights`` without its tensors: where they came from
     input_hw: tuple[int, int]
     pos_formula: str
     rewrites: tuple[str, ...]
@@ -120,10 +120,8 @@ def _convert_in_children(ctx: ExportContext, targets: list[str]) -> list[dict]:
     torch.save(b.model, model_file)
     b.release()  # a large model waits on disk while its children convert it
     give_back()
-    w = b.weights
     workers = conversion_workers(b.parameter_count, len(targets))
-    base = Job("", model_file, b.spec.id, (w.source, w.format, w.random, w.revision, tuple(w.base_models)),
-               tuple(b.input_hw), b.pos_formula, tuple(b.rewrites), ctx.out_dir, ctx.scratch, ctx.stem, ctx.options,
+    base = Job("", model_file, b.spec.id, replace(b.weights, _state=None, _spill=None), tuple(b.input_hw), b.pos_formula, tuple(b.rewrites), ctx.out_dir, ctx.scratch, ctx.stem, ctx.options,
                max(1, ctx.options.threads // workers))
     waiting, running, entries = _job_order(targets), {}, {}
     total = len(targets)
@@ -136,12 +134,12 @@ def _convert_in_children(ctx: ExportContext, targets: list[str]) -> list[dict]:
                     break
                 waiting.remove(name)
                 job = replace(base, target=name, files=tuple(ctx.files.items()), fp32_source=ctx.fp32_source)
-                running[pool.submit(convert_one, job)] = (name, time.perf_counter())
-            ctx.detail(f"converting {', '.join(n for n, _ in running.values())} ({workers} at once; "
+                running[pool.submit(convert_one, job)] = name
+            ctx.detail(f"converting {', '.join(running.values())} ({workers} at once; "
                        f"{len(entries)}/{total} done)", len(entries), total)
             done, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
             for future in done:
-                name, _ = running.pop(future)
+                name = running.pop(future)
                 entries[name] = _result(future, name, ctx)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -172,9 +170,7 @@ def _end_with(pid: int) -> None:
             time.sleep(1.0)
             try:
                 os.kill(pid, 0)
-            except ProcessLookupError:
-                os._exit(1)
-            except PermissionError:  # the pid was taken by another user's process: ours is gone
+            except (ProcessLookupError, PermissionError):  # gone (or its pid now another user's process)
                 os._exit(1)
 
     threading.Thread(target=watch, name="depthport-end-with-parent", daemon=True).start()
@@ -190,15 +186,12 @@ def convert_one(job: Job) -> tuple[dict, dict[str, Path], Path | None]:
     from ..build import Built
     from ..registry import get_spec
     from ..runtimes.torch import torch_threads
-    from ..weights.load import LoadedWeights
     from .targets import TARGETS
 
     if job.model_file not in _LOADED:
         _LOADED.clear()
         _LOADED[job.model_file] = torch.load(job.model_file, weights_only=False)
-    source, fmt, random, revision, base_models = job.weights
-    built = Built(_LOADED[job.model_file], get_spec(job.spec_id),
-                  LoadedWeights(None, source, fmt, random, revision, base_models), job.input_hw, job.pos_formula,
+    built = Built(_LOADED[job.model_file], get_spec(job.spec_id), job.weights, job.input_hw, job.pos_formula,
                   list(job.rewrites))
     ctx = ExportContext(built, job.out_dir, job.stem, options=job.options, files=dict(job.files),
                         fp32_source=job.fp32_source, _scratch=job.scratch)
