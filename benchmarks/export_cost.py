@@ -53,12 +53,21 @@ def descendants(pid: str = "self") -> list[str]:
     return found
 
 
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def tree_rss_kb() -> int:
     """What this process and every process below it hold at once: its resident set plus the anonymous resident
-    memory of each process below it (the file-backed pages they share with it, its libraries, counted once). Read
-    from ``/proc/PID/status``, which is cheap; ``smaps_rollup`` walks the page tables under the memory map's lock and,
-    read every 20 ms, slowed the export it measured."""
-    return rss_kb() + sum(rss_kb("RssAnon", pid=p) for p in descendants())
+    memory of each process below it (the file-backed pages they share with it, its libraries, counted once). A child
+    with this process's own command line is a fork that has not exec'd yet (a library running a tool): its pages are
+    this process's, shared, and not counted again. Read from ``/proc/PID/status``, which is cheap; ``smaps_rollup``
+    walks the page tables under the memory map's lock and, read every 20 ms, slowed the export it measured."""
+    me = _cmdline("self")
+    return rss_kb() + sum(rss_kb("RssAnon", pid=p) for p in descendants() if _cmdline(p) != me)
 
 
 class StageCost:

@@ -4,6 +4,7 @@ end (``outdir``). May import every stage; only the command line imports this mod
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass, field
@@ -93,9 +94,11 @@ def ledger_stage(ctx: ExportContext, report: dict | ReportJson) -> None:
 
 
 def export_stage(ctx: ExportContext, report: dict | ReportJson) -> None:
-    """Write one file per requested target."""
+    """Write one file per requested target; where children convert them, the check stage's FP16-compute predictions
+    are made beside them (``check.stage.ahead``)."""
     report = ReportJson(report)
-    for entry in convert_all(ctx, list(report.targets)):
+    targets = list(report.targets)
+    for entry in convert_all(ctx, targets, meanwhile=functools.partial(check_stage.ahead, ctx, targets)):
         report.add(entry)
 
 

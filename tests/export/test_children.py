@@ -78,3 +78,60 @@ def test_what_others_wait_for_starts_first_then_the_costliest():
     order = _job_order(["onnx", "litert-int8", "xnnpack-fp32", "xnnpack-fp16", "litert-fp32"])
     assert order == ["litert-fp32", "xnnpack-fp16", "xnnpack-fp32", "onnx", "litert-int8"]
     assert all(NEEDS[t] in ("litert-fp32", "onnx") for t in NEEDS)
+
+
+class _Shown:
+    """A progress reporter that records what each stage showed."""
+
+    def __init__(self):
+        self.lines: list[tuple[str, str]] = []
+        self._stage = ""
+
+    def stage(self, name: str):
+        import contextlib
+
+        self._stage = name
+        return contextlib.nullcontext()
+
+    def detail(self, text: str, done=None, total=None) -> None:
+        self.lines.append((self._stage, text))
+
+
+def test_the_checks_predictions_are_made_beside_the_children_and_are_the_same(tmp_path):
+    """Where children convert, the check stage's FP16-compute predictions (the GPU's, and XNNPACK's as on ARM) are
+    made in the exporting process meanwhile, without showing their progress; the check stage then makes none, and
+    the report says what an export converting in process says."""
+    from depthport.pipeline import ExportOptions, run_export
+    from helpers import TINY_HW
+
+    sections, shown = {}, {}
+    for kids in (False, True):
+        progress = _Shown()
+        opts = ExportOptions(model="da2-tiny", weights="random", input_hw=TINY_HW, out_dir=tmp_path / f"kids-{kids}",
+                             targets=("litert-fp32", "xnnpack-fp16"),
+                             stages=StageOptions(convert_in_children=kids, no_cache=True,
+                                                 skip=frozenset({"ledger", "verify", "bench", "report", "card"})))
+        report = run_export(opts, progress)
+        sections[kids] = [(a["fp16_compute"] if "fp16_compute" in a else None, a.get("fp16_arithmetic"),
+                           a["checks"].get("fp16_compute"), a["checks"].get("fp16_arithmetic"))
+                          for a in report["artifacts"]]
+        shown[kids] = progress.lines
+    assert sections[True] == sections[False]
+    assert sections[True][0][0]["rel_l2"] > 0 and sections[True][1][1]["prediction"]["rel_l2"] > 0
+    export_lines = [text for stage, text in shown[True] if stage == "export"]
+    assert any("evidence beside them" in text for text in export_lines)
+    assert not any("FP16-compute prediction" in text for text in export_lines)  # unseen beside the conversions
+    assert not any("FP16-compute prediction" in text for stage, text in shown[True] if stage == "check")
+    assert any("FP16-compute prediction" in text for stage, text in shown[False] if stage == "check")
+
+
+def test_what_runs_beside_the_children_may_fail_without_failing_the_conversions(tiny_built, tmp_path):
+    ctx = ExportContext(tiny_built, tmp_path, "da2_tiny", options=StageOptions(convert_in_children=True))
+    ran = []
+
+    def fails():
+        ran.append(True)
+        raise RuntimeError("computed again, and met again, by the stage that needs it")
+
+    [entry] = convert_all(ctx, ["onnx"], meanwhile=fails)
+    assert ran and entry["target"] == "onnx" and (tmp_path / entry["file"]).is_file()

@@ -38,12 +38,27 @@ def apply(ctx: ExportContext, report: dict | ReportJson) -> None:
             art.set_check("delegation", verdict, required=True)
 
 
+def ahead(ctx: ExportContext, targets: list[str]) -> None:
+    """The FP16-compute predictions this stage will make for ``targets``' files, made before the files exist (they
+    need only the model): the export stage runs this while its children convert (``export.children``), and ``apply``
+    then finds them in ``ctx``."""
+    if any(t == "litert-fp32" or t in VARIANTS for t in targets):  # a .tflite
+        fp16_prediction(ctx)
+    for target in targets:
+        if target in FP16_PTE_TARGETS:
+            fp16_arithmetic_entry(functools.partial(_phone_prediction, ctx, target))
+
+
+def _phone_prediction(ctx: ExportContext, target: str, images: int | None) -> dict | None:
+    return fp16_prediction(ctx, PHONE_ACCUMULATE, target, images=images)
+
+
 def fp16_arithmetic(ctx: ExportContext, art: dict | ArtifactJson) -> None:
     """What judges an fp16 .pte for devices that compute in FP16 (``fp16_arithmetic_entry``); a file of no known
     fp16 target (`depthport verify` of any fp16 .pte) is predicted in the plain ``xnnpack-fp16`` form."""
     art = ArtifactJson(art)
     target = art.target if art.target in FP16_PTE_TARGETS else "xnnpack-fp16"
-    art.fp16_arithmetic = fp16_arithmetic_entry(lambda n: fp16_prediction(ctx, PHONE_ACCUMULATE, target, images=n))
+    art.fp16_arithmetic = fp16_arithmetic_entry(functools.partial(_phone_prediction, ctx, target))
 
 
 def check_litert(ctx: ExportContext, art: dict | ArtifactJson, path: Path) -> dict:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import gc
 import os
@@ -16,10 +15,10 @@ WORTH_BYTES = 3 << 30
 
 @functools.lru_cache(maxsize=1)
 def _malloc_trim():
-    """glibc's ``malloc_trim``, or None where the C library has none (macOS, musl)."""
-    name = ctypes.util.find_library("c")
+    """glibc's ``malloc_trim``, or None where the C library has none (macOS, musl). Looked up among the symbols this
+    process has loaded: ``ctypes.util.find_library`` would fork ``ldconfig`` from a process that may hold gigabytes."""
     try:
-        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+        return getattr(ctypes.CDLL(None), "malloc_trim", None)
     except OSError:
         return None
 

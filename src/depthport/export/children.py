@@ -10,18 +10,22 @@ back to the system when they end, and as many run at once as the cores and the m
 A target that needs another's file waits for it (``NEEDS``: a LiteRT variant or the ``web`` page needs the FP32
 .tflite, ``web-onnx`` the .onnx), and the report entries come back in the order the targets were asked for. A
 conversion that raises raises here, with its own error; a child that dies (killed for memory) is named.
+
+While the children convert, the exporting process does what the next stages need that needs no file (``meanwhile``,
+in a thread of its own: the check stage's FP16-compute predictions); the stages then read it from the context.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..core.machine import usable_cores
 from ..core.memory import available_bytes, give_back
@@ -92,9 +96,10 @@ def in_children(ctx: ExportContext, targets: Iterable[str]) -> bool:
     return parameters >= MIN_PARAMETERS and jobs > 1 and conversion_workers(parameters, jobs) > 1
 
 
-def convert_all(ctx: ExportContext, targets: list[str]) -> list[dict]:
+def convert_all(ctx: ExportContext, targets: list[str], meanwhile: Callable[[], None] | None = None) -> list[dict]:
     """Every target's file and report entry, in ``targets``' order: converted here one after another, or in
-    children (``in_children``)."""
+    children (``in_children``), and then ``meanwhile()`` runs here beside them (its exceptions are dropped: what it
+    computes ahead, the stage that needs it computes again, and meets the same error there)."""
     from .targets import TARGETS
 
     if not in_children(ctx, targets):
@@ -103,7 +108,24 @@ def convert_all(ctx: ExportContext, targets: list[str]) -> list[dict]:
             ctx.detail(f"{name} ({i}/{len(targets)})", i - 1, len(targets))
             entries.append(TARGETS[name](ctx))
         return entries
-    return _convert_in_children(ctx, targets)
+    return _convert_in_children(ctx, targets, meanwhile)
+
+
+def _beside(ctx: ExportContext, work: Callable[[], None] | None) -> threading.Thread | None:
+    """``work`` started in a thread of its own that shows no progress, or None when there is none."""
+    if work is None:
+        return None
+
+    def run() -> None:
+        with ctx.unseen():
+            try:
+                work()
+            except Exception:  # noqa: BLE001 - computed ahead only: the stage that needs it meets the error again
+                pass
+
+    thread = threading.Thread(target=run, name="depthport-evidence-beside-conversions", daemon=True)
+    thread.start()
+    return thread
 
 
 def _job_order(targets: list[str]) -> list[str]:
@@ -112,7 +134,8 @@ def _job_order(targets: list[str]) -> list[str]:
     return sorted(targets, key=lambda t: (t not in needed, -COST.get(t, 10)))
 
 
-def _convert_in_children(ctx: ExportContext, targets: list[str]) -> list[dict]:
+def _convert_in_children(ctx: ExportContext, targets: list[str], meanwhile: Callable[[], None] | None = None
+                         ) -> list[dict]:
     import torch
 
     b = ctx.built
@@ -127,6 +150,7 @@ def _convert_in_children(ctx: ExportContext, targets: list[str]) -> list[dict]:
     total = len(targets)
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver"),
                                initializer=_end_with, initargs=(os.getpid(),))
+    beside = None
     try:
         while waiting or running:
             for name in [t for t in waiting if NEEDS.get(t) not in targets or NEEDS[t] in entries]:
@@ -135,8 +159,10 @@ def _convert_in_children(ctx: ExportContext, targets: list[str]) -> list[dict]:
                 waiting.remove(name)
                 job = replace(base, target=name, files=tuple(ctx.files.items()), fp32_source=ctx.fp32_source)
                 running[pool.submit(convert_one, job)] = name
+            beside = beside or _beside(ctx, meanwhile)
+            also = "; evidence beside them" if beside is not None and beside.is_alive() else ""
             ctx.detail(f"converting {', '.join(running.values())} ({workers} at once; "
-                       f"{len(entries)}/{total} done)", len(entries), total)
+                       f"{len(entries)}/{total} done{also})", len(entries), total)
             done, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
             for future in done:
                 name = running.pop(future)
@@ -144,6 +170,9 @@ def _convert_in_children(ctx: ExportContext, targets: list[str]) -> list[dict]:
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         model_file.unlink(missing_ok=True)
+        if beside is not None:
+            ctx.detail("the evidence beside the conversions")
+            beside.join()
     return [entries[t] for t in targets]
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +44,10 @@ class StageOptions:
     def skips(self, stage: str) -> bool:
         """Whether ``stage`` (ledger, verify, bench, report, card) was skipped on request."""
         return stage in self.skip
+
+
+# Set in a thread whose work shows no progress (``ExportContext.unseen``).
+_UNSEEN = threading.local()
 
 
 @dataclass
@@ -128,9 +134,20 @@ class ExportContext:
 
     def detail(self, text: str, done: int | None = None, total: int | None = None) -> None:
         """Show how far the running stage is (images n/N, rounds r/R) where a person is watching; with ``done`` of
-        ``total`` units of work, a bar and the time left."""
-        if self.progress is not None:
+        ``total`` units of work, a bar and the time left. Nothing from a thread inside ``unseen``."""
+        if self.progress is not None and not getattr(_UNSEEN, "on", False):
             self.progress.detail(text, done, total)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def unseen():
+        """Work done in this thread shows no progress (work beside the stage's own, which shows it)."""
+        _UNSEEN.on = True
+        try:
+            yield
+        finally:
+            _UNSEEN.on = False
+
 
 
 def artifact_entry(ctx: ExportContext, path: Path, name: str, **extra) -> dict:
