@@ -71,6 +71,18 @@ def test_a_slow_warm_up_makes_one_timed_call_a_round():
     assert log == ["a"] * 7 and records[0]["iters"] == 3
 
 
+def test_a_long_call_makes_fewer_rounds_and_the_records_say_so():
+    log: list[str] = []
+    x = sample_input((1, 2))
+    entries = [Entry("a", Recorder("a", log), x), Entry("long", Recorder("long", log), x, warm_ms=50.0)]
+    records = time_interleaved(entries, rounds=3, warmup=1, iters=2, slow_ms=10.0, long_ms=40.0, long_rounds=2)
+    assert log == ["a"] + ["a", "long"] * 2 and [(r["rounds"], r["iters"]) for r in records] == [(2, 1), (2, 1)]
+    assert all(len(r["round_medians"]) == 2 for r in records)
+    log.clear()
+    records = time_interleaved(entries, rounds=3, warmup=1, iters=2, slow_ms=10.0, long_ms=60.0, long_rounds=2)
+    assert log == ["a"] + ["a", "long"] * 3 and records[1]["rounds"] == 3
+
+
 def test_a_runner_that_ran_already_gets_no_warm_up_and_its_call_time_decides_the_slow_mode():
     log: list[str] = []
     x = sample_input((1, 2))

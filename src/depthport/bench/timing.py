@@ -55,13 +55,15 @@ def paired_ratio(rec: dict, base: dict) -> float:
 
 
 def time_interleaved(entries: list[Entry], rounds: int = 6, warmup: int = 1, iters: int = 1,
-                     progress=None, slow_ms: float | None = None) -> list[dict]:
+                     progress=None, slow_ms: float | None = None, long_ms: float | None = None,
+                     long_rounds: int | None = None) -> list[dict]:
     """One record per entry: wall-clock median, min, max (ms) over all timed calls, the process CPU time
     median (all threads; less sensitive to other load on the machine), per-round medians, and ratios to the
     first entry: of median, min and max, and ``paired`` = the median over rounds of the same-round ratio.
     With ``slow_ms``, a warm-up call slower than that makes every round one call per entry instead of ``iters``
-    (the record's ``iters`` says which). An entry with ``warm_ms`` gets no warm-up calls (its record's ``warmup``:
-    0, ``warm``: True); its call time counts as a warm-up's for ``slow_ms``."""
+    (the record's ``iters`` says which); with ``long_ms``, one slower than that makes ``long_rounds`` rounds instead
+    of ``rounds`` (the record's ``rounds``). An entry with ``warm_ms`` gets no warm-up calls (its record's
+    ``warmup``: 0, ``warm``: True); its call time counts as a warm-up's for ``slow_ms`` and ``long_ms``."""
     if not entries:
         raise ValueError("nothing to time")
     if rounds < 1 or iters < 1 or warmup < 0:
@@ -77,6 +79,8 @@ def time_interleaved(entries: list[Entry], rounds: int = 6, warmup: int = 1, ite
             slowest = max(slowest, (time.perf_counter() - t0) * 1e3)
     if slow_ms is not None and slowest > slow_ms:
         iters = 1
+    if long_ms is not None and long_rounds is not None and slowest > long_ms:
+        rounds = max(1, min(rounds, long_rounds))
     wall = np.zeros((len(entries), rounds, iters))
     cpu = np.zeros_like(wall)
     for r in range(rounds):
