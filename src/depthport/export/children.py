@@ -98,7 +98,7 @@ def in_children(ctx: ExportContext, targets: Iterable[str]) -> bool:
 
 def convert_all(ctx: ExportContext, targets: list[str], meanwhile: Callable[[], None] | None = None) -> list[dict]:
     """Every target's file and report entry, in ``targets``' order: converted here one after another, or in
-    children (``in_children``), and then ``meanwhile()`` runs here beside them (its exceptions are dropped: what it
+    children (``in_children``) while ``meanwhile()`` runs here beside them (its exceptions are dropped: what it
     computes ahead, the stage that needs it computes again, and meets the same error there)."""
     from .targets import TARGETS
 
@@ -170,9 +170,9 @@ def _convert_in_children(ctx: ExportContext, targets: list[str], meanwhile: Call
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         model_file.unlink(missing_ok=True)
-        if beside is not None:
-            ctx.detail("the evidence beside the conversions")
-            beside.join()
+    if beside is not None:  # not after a failed conversion or Ctrl-C: the export ends there (a daemon thread)
+        ctx.detail("the evidence beside the conversions")
+        beside.join()
     return [entries[t] for t in targets]
 
 
