@@ -4,8 +4,9 @@ DA-V2-Small matrix), the wall time and peak RSS of every stage.
 Each export runs in a child process of its own, so its peak RSS is its own: the child samples the resident set of
 itself and the processes below it (its conversion children, ``depthport.export.children``), summed (``/proc``
 VmRSS, and the children's anonymous resident memory, every 20 ms), and keeps the largest value seen during each
-stage; for the whole export, the largest stage's or its own VmHWM, whichever is larger. Random weights, the stages ``depthport export`` runs by default, an empty reference cache
-(``verify.reference_cache``): the cost of a first export.
+stage; for the whole export, the largest stage's or its own VmHWM, whichever is larger. Random weights, the stages
+``depthport export`` runs by default, an empty reference cache (``verify.reference_cache``): the cost of a first
+export.
 
 With ``--warm`` each export runs twice with one cache: the second is a re-export, whose evidence stages read the
 cache.

@@ -135,3 +135,19 @@ def test_what_runs_beside_the_children_may_fail_without_failing_the_conversions(
 
     [entry] = convert_all(ctx, ["onnx"], meanwhile=fails)
     assert ran and entry["target"] == "onnx" and (tmp_path / entry["file"]).is_file()
+
+
+def test_nothing_runs_beside_children_that_convert_a_model_waiting_on_disk(tmp_path, monkeypatch):
+    """A model large enough to wait on disk while its children convert it (``Built.release``) is not read back into
+    the exporting process by the evidence beside them: nothing runs beside, and the model is still there after."""
+    from depthport.build import build
+    from depthport.weights import load as weights_load
+    from helpers import TINY_HW
+
+    built = build("da2-tiny", TINY_HW, "random")
+    monkeypatch.setattr(weights_load, "RELEASE_BYTES", 1)  # the tiny model counts as Large here
+    ctx = ExportContext(built, tmp_path, "da2_tiny", options=StageOptions(convert_in_children=True))
+    ran = []
+    [entry] = convert_all(ctx, ["onnx"], meanwhile=lambda: ran.append(True))
+    assert not ran and (tmp_path / entry["file"]).is_file()
+    assert built._spill is not None and sum(p.numel() for p in built.model.parameters()) == built.parameter_count

@@ -141,10 +141,12 @@ def _convert_in_children(ctx: ExportContext, targets: list[str], meanwhile: Call
     b = ctx.built
     model_file = ctx.scratch / "model-for-conversions.pt"
     torch.save(b.model, model_file)
-    b.release()  # a large model waits on disk while its children convert it
+    if b.release():  # a large model waits on disk while its children convert it: nothing beside them reloads it
+        meanwhile = None
     give_back()
     workers = conversion_workers(b.parameter_count, len(targets))
-    base = Job("", model_file, b.spec.id, replace(b.weights, _state=None, _spill=None), tuple(b.input_hw), b.pos_formula, tuple(b.rewrites), ctx.out_dir, ctx.scratch, ctx.stem, ctx.options,
+    base = Job("", model_file, b.spec.id, replace(b.weights, _state=None, _spill=None), tuple(b.input_hw),
+               b.pos_formula, tuple(b.rewrites), ctx.out_dir, ctx.scratch, ctx.stem, ctx.options,
                max(1, ctx.options.threads // workers))
     waiting, running, entries = _job_order(targets), {}, {}
     total = len(targets)

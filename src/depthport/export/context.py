@@ -142,12 +142,11 @@ class ExportContext:
     @contextlib.contextmanager
     def unseen():
         """Work done in this thread shows no progress (work beside the stage's own, which shows it)."""
-        _UNSEEN.on = True
+        was, _UNSEEN.on = getattr(_UNSEEN, "on", False), True
         try:
             yield
         finally:
-            _UNSEEN.on = False
-
+            _UNSEEN.on = was
 
 
 def artifact_entry(ctx: ExportContext, path: Path, name: str, **extra) -> dict:
