@@ -52,9 +52,10 @@ def load_image(path: str | Path) -> Image.Image:
     - Transparency (RGBA, LA, PA, premultiplied RGBa/La, and palette or greyscale/RGB images with a transparent
       colour) is composited onto white: pixels a viewer shows as see-through get one defined colour, whatever
       colour values the file keeps under alpha 0.
-    - 16-bit and 32-bit greyscale (I;16*, I) and float images (F) are refused with a clear line: how their
-      values map to the model's 8-bit RGB (full range? 12 bits stored in 16? a depth map?) cannot be known
-      without guessing, so they must be converted to 8 bits first.
+    - 16-bit greyscale (I;16*: PNG, TIFF) is read at its full range, as viewers show it and as Pillow reads
+      16-bit RGB: the high byte of each sample (a transparent grey level becomes alpha).
+    - 32-bit integer (I) and float (F) images are refused with a clear line: viewers agree on no mapping of their
+      values to 8-bit RGB (full range? 0..1? a depth map?), so they must be converted to 8 bits first.
     """
     path = Path(path)
     if path.is_dir():
@@ -70,11 +71,11 @@ def load_image(path: str | Path) -> Image.Image:
     try:
         with Image.open(path) as img:
             img.load()
-            if img.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I", "F"):
-                bits = 16 if "I;16" in img.mode else 32
-                raise InputError(f"unsupported image mode {img.mode!r} in {path}: a {bits}-bit greyscale image "
+            if img.mode in ("I", "F"):
+                raise InputError(f"unsupported image mode {img.mode!r} in {path}: a 32-bit greyscale image "
                                  "has no defined mapping to 8-bit RGB; convert it to 8 bits first")
-            return _to_rgb(ImageOps.exif_transpose(img), path)
+            img = ImageOps.exif_transpose(img)
+            return _to_rgb(_grey_8bit(img) if img.mode.startswith("I;16") else img, path)
     except InputError:
         raise
     except FileNotFoundError:
@@ -86,6 +87,16 @@ def load_image(path: str | Path) -> Image.Image:
     except Exception as exc:  # Pillow's decoders raise OSError, SyntaxError, ValueError, EOFError, struct.error...
         reason = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         raise InputError(f"cannot read image {path}: {reason}") from None
+
+
+def _grey_8bit(img: Image.Image) -> Image.Image:
+    """A 16-bit greyscale image as 8-bit L (the high byte), LA where the file names a transparent grey level."""
+    samples = np.asarray(img).astype(np.uint16)
+    grey = Image.fromarray((samples >> 8).astype(np.uint8), "L")
+    grey.info = {k: v for k, v in img.info.items() if k == "icc_profile"}
+    if isinstance(img.info.get("transparency"), int):
+        grey.putalpha(Image.fromarray(np.where(samples == img.info["transparency"], 0, 255).astype(np.uint8), "L"))
+    return grey
 
 
 # The mode of the colour part (alpha apart) that an ICC profile applies to

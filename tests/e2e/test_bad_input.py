@@ -235,13 +235,35 @@ def test_image_with_transparency_is_composited_on_white(tiny_tflite, tmp_path, o
     assert Image.open(out / "o.png").size == (50, 40) and np.load(out / "o.npy").shape == (40, 50)
 
 
-@pytest.mark.parametrize("dtype,mode", [(np.uint16, "I;16"), (np.int32, "I")])
-def test_16_and_32_bit_greyscale_are_refused_clearly(tiny_tflite, tmp_path, out, capsys, dtype, mode):
-    path = tmp_path / ("grey.png" if mode == "I;16" else "grey.tif")
-    Image.fromarray(np.full((40, 50), 1000, dtype)).save(path)
-    assert Image.open(path).mode == mode
-    refused(capsys, predict_args(tiny_tflite, path, out), f"unsupported image mode {mode!r}", "convert it to 8 bits")
+def test_32_bit_greyscale_is_refused_clearly(tiny_tflite, tmp_path, out, capsys):
+    path = tmp_path / "grey.tif"
+    Image.fromarray(np.full((40, 50), 1000, np.int32)).save(path)
+    assert Image.open(path).mode == "I"
+    refused(capsys, predict_args(tiny_tflite, path, out), "unsupported image mode 'I'", "convert it to 8 bits")
     assert not list(out.iterdir())
+
+
+@pytest.mark.parametrize("name", ["grey.png", "grey.tif"])
+def test_16_bit_greyscale_is_read_at_full_range_as_viewers_show_it(tiny_tflite, tmp_path, out, name):
+    samples = np.tile(np.linspace(0, 65535, 50).astype(np.uint16), (40, 1))
+    samples[:, 0] = 1000
+    path = tmp_path / name
+    Image.fromarray(samples).save(path)
+    assert Image.open(path).mode.startswith("I;16")
+    pixels = np.asarray(load_image(path)).astype(int)
+    assert pixels.shape == (40, 50, 3) and (pixels == (samples >> 8)[..., None]).all()
+    assert pixels[0, -1, 0] == 255 and pixels[0, 0, 0] == 3
+    assert main(predict_args(tiny_tflite, path, out)) == 0
+    assert np.load(out / "o.npy").shape == (40, 50)
+
+
+def test_16_bit_greyscale_with_a_transparent_level_is_composited_onto_white(tmp_path):
+    samples = np.full((20, 30), 20000, np.uint16)
+    samples[:, :10] = 7
+    path = tmp_path / "grey.png"
+    Image.fromarray(samples).save(path, transparency=7)
+    pixels = np.asarray(load_image(path)).astype(int)
+    assert (pixels[:, :10] == 255).all() and (pixels[:, 10:] == 20000 >> 8).all()
 
 
 # ------------------------------------------------------------------------------------------------------ many inputs
