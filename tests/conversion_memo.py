@@ -68,10 +68,11 @@ class Memo:
 
     def get(self, key: str, make):
         path = self.folder / f"{key}.pkl"
+        asked = time.perf_counter()
         with FileLock(str(path) + ".lock"):
             if path.exists():
                 self.hits += 1
-                self._log(key, "hit", 0.0)
+                self._log(key, "hit", time.perf_counter() - asked)
                 return pickle.loads(path.read_bytes())
             start = time.perf_counter()
             value = make()
@@ -83,7 +84,8 @@ class Memo:
             return value
 
     def _log(self, key: str, what: str, seconds: float) -> None:
-        """One line per call in log.txt: which test converted what, and for how long."""
+        """One line per call in log.txt: which test converted what, and for how long (for a hit: how long it waited
+        for another worker converting the same thing)."""
         test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
         with open(self.folder / "log.txt", "a") as f:
             f.write(f"{what}\t{seconds:.1f}\t{key}\t{test}\n")
