@@ -20,6 +20,9 @@ from .registry import MODELS
 from .runtimes import load_runner
 from .visualize import colorize, depth_range, with_colorbar
 
+# What each output file of one image holds
+OUTPUT_KIND = {".png": "colourised depth image", ".npy": "float32 NumPy array"}
+
 
 def export_report(model_path: Path) -> ReportJson:
     """The report.json of the file's export folder; empty when there is none (or it is unreadable)."""
@@ -215,11 +218,14 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
     the .npy are written together or not at all."""
     model_path = Path(model_path)
     taken = {model_path.resolve(): "the model file", Path(image_path).resolve(): "the image"}
-    for option, out in (("-o", out_png), ("--npy", out_npy)):
+    for option, out, suffix in (("-o", out_png, ".png"), ("--npy", out_npy, ".npy")):
         if out:
             key = check_output_file(out, option).resolve()
             if key in taken:
                 raise InputError(f"{option} {out} would overwrite {taken[key]}; give another file name")
+            if Path(out).suffix.lower() != suffix:
+                raise InputError(f"{option} {out}: the depth is written as {suffix} (a {OUTPUT_KIND[suffix]}); "
+                                 f"give {option} NAME{suffix}")
             taken[key] = f"the {option} file"
     image = load_image(image_path)
     predictor = Predictor(model_path, letterbox, threads, accelerator, gpu_precision, focal, model_size, image_path,

@@ -98,6 +98,9 @@ def video_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path) -> t
         key = check_output_file(path, option).resolve()
         if key in taken:
             raise InputError(f"{option} {path} would overwrite {taken[key]}; give another file name")
+        if path == npy and npy.suffix.lower() != ".npy":
+            raise InputError(f"--npy {npy}: the depth stack is written as .npy (a float32 NumPy array, frames x H x "
+                             "W); give --npy NAME.npy")
         taken[key] = f"the {option} file"
     return paths
 

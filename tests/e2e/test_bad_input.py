@@ -329,6 +329,8 @@ def test_many_inputs_refuse_outputs_before_any_work(tiny_tflite, tmp_path, out, 
             "a depth video is written as .mp4, .mov, .mkv")
     refused(capsys, ["predict", str(tiny_tflite), str(video), "-o", str(out / "d.mp4"), "--npy", str(video)],
             "would overwrite the video")
+    refused(capsys, ["predict", str(tiny_tflite), str(video), "-o", str(out / "d.mp4"), "--npy", str(out / "d.txt")],
+            f"--npy {out / 'd.txt'}: the depth stack is written as .npy")
     assert [p.name for p in out.iterdir()] == ["file"] and (photos / "a.png").read_bytes() == before
     assert sorted(p.name for p in photos.iterdir()) == ["a.png"]
 
@@ -352,13 +354,23 @@ def test_output_under_a_regular_file_is_refused(tiny_tflite, tmp_path, out, caps
 
 def test_npy_is_not_written_without_the_png(tiny_tflite, tmp_path, out, capsys):
     """Both outputs are renamed into place only once both are written."""
-    refused(capsys, ["predict", str(tiny_tflite), ASSET, "-o", str(out / "same"), "--npy", str(out / "same")],
-            "would overwrite the -o file")
+    refused(capsys, ["predict", str(tiny_tflite), ASSET, "-o", str(out / "same.png"), "--npy",
+                     str(out / "same.png")], "would overwrite the -o file")
     copy = tmp_path / "copy.jpg"
     copy.write_bytes(Path(ASSET).read_bytes())
     refused(capsys, ["predict", str(tiny_tflite), str(copy), "-o", str(copy)], "would overwrite the image")
     refused(capsys, ["predict", str(tiny_tflite), ASSET, "-o", str(tiny_tflite)], "would overwrite the model file")
     assert copy.read_bytes() == Path(ASSET).read_bytes() and not list(out.iterdir())
+
+
+@pytest.mark.parametrize("option, name, want", [("-o", "depth.jpg", ".png"), ("-o", "depth", ".png"),
+                                                ("--npy", "depth.txt", ".npy")])
+def test_output_named_for_another_format_is_refused(tiny_tflite, out, capsys, option, name, want):
+    """A PNG is not written under a .jpg name (nor an .npy under .txt): one line naming the format it is."""
+    argv = ["predict", str(tiny_tflite), ASSET, "-o", str(out / "o.png"), "--npy", str(out / "o.npy")]
+    argv[argv.index(option) + 1] = str(out / name)
+    refused(capsys, argv, f"{option} {out / name}: the depth is written as {want}", f"give {option} NAME{want}")
+    assert not list(out.iterdir())
 
 
 def test_output_folder_that_does_not_exist_is_created(tiny_tflite, out, capsys):
