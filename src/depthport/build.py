@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from . import rewrites as rw
+from .core.memory import give_back
 from .registry import get_spec
 from .spec import ModelSpec
 from .weights import LoadedWeights
@@ -154,8 +155,11 @@ def build_steps(model_id: str | ModelSpec, input_hw: tuple[int, int], weights: s
                 prompt_hw: tuple[int, int] | None = None) -> Iterator[tuple[str | None, nn.Module]]:
     """The model exactly as ``build`` makes it with each prefix of ``rewrites``: (None, no rewrite), then
     (name, the model with the rewrites up to ``name``). One float64 model is loaded and rewritten step by step;
-    each step is yielded as a float32 copy (what the rewrite ledger measures, for the cost of one build)."""
-    *_, model = _loaded64(model_id, input_hw, weights, pos_formula, prompt_hw=prompt_hw)
+    each step is yielded as a float32 copy (what the rewrite ledger measures, for the cost of one build). Large
+    weights are released (``LoadedWeights.release``) once the float64 model holds them."""
+    _, loaded, _, model = _loaded64(model_id, input_hw, weights, pos_formula, prompt_hw=prompt_hw)
+    if loaded.release():  # the weights (a Large model's 1.3 GB) wait on disk: the float64 model holds them now
+        give_back()
     yield None, float_copy(model)
     for name in rw.applied(model, list(rewrites)):
         yield name, float_copy(model)

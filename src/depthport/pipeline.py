@@ -63,7 +63,8 @@ def parse_targets(text: str) -> tuple[str, ...]:
 
 def ledger_stage(ctx: ExportContext, report: dict | ReportJson) -> None:
     """Each rewrite's effect on one built-in natural image (kept in the evidence cache), at the export shape or, for
-    a model too large for the evidence budget, a smaller one (``core.evidence_budget``)."""
+    a model too large for the evidence budget, a smaller one (``core.evidence_budget``). Meanwhile a Large model's
+    built model and weights wait on disk: the ledger's float64 model holds the weights."""
     import skimage.data
     from PIL import Image
 
@@ -83,6 +84,8 @@ def ledger_stage(ctx: ExportContext, report: dict | ReportJson) -> None:
            if cache is not None else None)
     ledger = cache.get_value(key) if key else None
     if ledger is None:
+        if b.release():  # a Large model waits on disk while the ledger builds and rewrites its own float64 one
+            give_back()
         passes = len(names) + 1
         at = f" at {hw[0]}x{hw[1]}" if tuple(hw) != tuple(b.input_hw) else ""
         steps = build_steps(b.spec, hw, b.weights, names, pos_formula=b.pos_formula, prompt_hw=b.prompt_hw)

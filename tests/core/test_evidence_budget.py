@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 
 import pytest
@@ -170,6 +171,43 @@ def test_evidence_images_must_be_all_or_a_positive_count(capsys):
     with pytest.raises(SystemExit):
         main(["export", "da2-tiny", "--evidence-images", "0", "--out", "x"])
     assert "must be 'all' or at least 1 image" in capsys.readouterr().err
+
+
+def test_the_built_model_and_weights_wait_on_disk_while_the_ledger_runs(tmp_path, monkeypatch):
+    """With every model above the release size (as a Large one is), the ledger's passes run while depthport's built
+    model and its weights are on disk (the ledger's float64 model holds the weights), and its figures are those of
+    a ledger that keeps them; the file exported after it is the same."""
+    from depthport import pipeline
+    from depthport.cli import main
+    from depthport.rewrites import ledger
+    from depthport.weights import load
+
+    def export(out):
+        args = ["export", "da2-tiny", "--weights", "random", "--size", f"{TINY_HW[0]}x{TINY_HW[1]}", "--targets",
+                "litert-fp32", "--skip", "verify,bench", "--no-cache", "--out", str(out)]
+        assert main(args) == 0
+        return json.loads((out / "report.json").read_text())
+
+    kept = export(tmp_path / "kept")
+    built, seen, build, measure = [], [], pipeline.build, ledger.measure
+
+    def keep_built(*args, **kwargs):
+        built.append(build(*args, **kwargs))
+        return built[-1]
+
+    def spy(steps, x, on_pass=None):
+        first = next(steps)  # the float64 model is built, and the weights read, by the first step
+        seen.append((built[0]._spill is not None, built[0].weights._state is None))
+        return measure(itertools.chain([first], steps), x, on_pass)  # one step's copy at a time, as measure takes them
+
+    monkeypatch.setattr(pipeline, "build", keep_built)
+    monkeypatch.setattr(ledger, "measure", spy)
+    monkeypatch.setattr(load, "RELEASE_BYTES", 0)
+    released = export(tmp_path / "released")
+    assert seen == [(True, True)]
+    assert released["rewrite_ledger"] == kept["rewrite_ledger"] and released["rewrite_ledger"]
+    assert ((tmp_path / "released" / "da2_tiny_fp32.tflite").read_bytes()
+            == (tmp_path / "kept" / "da2_tiny_fp32.tflite").read_bytes())
 
 
 def test_depthports_model_waits_on_disk_while_the_float64_reference_runs(tmp_path, monkeypatch):

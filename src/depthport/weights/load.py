@@ -44,10 +44,12 @@ class LoadedWeights:
             self._state = load_file(self._spill)
         return self._state
 
-    def release(self, min_bytes: int = RELEASE_BYTES) -> bool:
-        """Free the tensors while nothing needs them, when they are ``min_bytes`` or more: written once to a
-        temporary file (deleted with this object) and read back by the next use of ``state``. True if freed."""
-        if self._state is None or sum(t.numel() * t.element_size() for t in self._state.values()) < min_bytes:
+    def release(self, min_bytes: int | None = None) -> bool:
+        """Free the tensors while nothing needs them, when they are ``min_bytes`` (default ``RELEASE_BYTES``) or
+        more: written once to a temporary file (deleted with this object) and read back by the next use of
+        ``state``. True if freed."""
+        limit = RELEASE_BYTES if min_bytes is None else min_bytes
+        if self._state is None or sum(t.numel() * t.element_size() for t in self._state.values()) < limit:
             return False
         if self._spill is None:
             from safetensors.torch import save_file
