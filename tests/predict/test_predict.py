@@ -159,6 +159,24 @@ def test_a_multi_frame_file_gives_its_first_frame(tmp_path):
     assert load_image(tmp_path / "anim.gif").getpixel((5, 5)) == (255, 0, 0)
 
 
+def test_a_file_without_its_report_says_what_was_assumed(tiny_tflite, tmp_path, capsys):
+    """A file moved away from its export's report.json still predicts, and says in one line that its
+    preprocessing and units were assumed; beside its report it does not."""
+    bare, photo = tmp_path / "bare" / "m.tflite", tmp_path / "photo.png"
+    bare.parent.mkdir()
+    bare.write_bytes(Path(tiny_tflite).read_bytes())
+    Image.fromarray(np.full((30, 40, 3), 90, np.uint8)).save(photo)
+    assert main(["predict", str(bare), str(photo), "-o", str(tmp_path / "a.png")]) == 0
+    err = capsys.readouterr().err
+    assert f"no depthport report.json beside {bare}" in err and "output unitless" in err
+    assert len([line for line in err.splitlines() if line.strip()]) == 1
+    exported = tmp_path / "exported"
+    assert main(["export", "da2-tiny", "--weights", "random", "--size", "56x70", "--targets", "litert-fp32", "--skip",
+                 "ledger,verify,bench,card", "--out", str(exported)]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(exported / "da2_tiny_fp32.tflite"), str(photo), "-o", str(tmp_path / "b.png")]) == 0
+    assert "report.json" not in capsys.readouterr().err
+
 # ------------------------------------------------------------------------------------------------ the size
 @pytest.mark.parametrize("letterbox", [False, True])
 def test_depth_is_at_the_photos_size_unless_model_size(tiny_tflite, tmp_path, capsys, letterbox):

@@ -56,7 +56,13 @@ def run(args) -> int:
                          "frame); for a folder or a pattern, put NAME.prompt.png or NAME.prompt.npy beside each NAME.jpg")
     out = Path(args.output or DEFAULT_OUTPUT[inputs.kind])
     code = _one(args, out, options) if inputs.kind == "image" else _many(args, inputs, out, options)
-    if export_report(Path(args.file)).random_weights:
+    report = export_report(Path(args.file))
+    if not report.data.get("model"):
+        console(stderr=True).print(
+            f"no depthport report.json beside {args.file}: its input was assumed to be ImageNet-normalised RGB "
+            "stretched to the file's shape, and its output unitless; keep the export's report.json beside the file",
+            style="yellow", markup=False, highlight=False, soft_wrap=True)
+    if report.random_weights:
         console(stderr=True).print("[bold red]RANDOM WEIGHTS: this file was exported from random weights; "
                                    "its depth means nothing[/]")
     return code
