@@ -159,6 +159,18 @@ def test_a_multi_frame_file_gives_its_first_frame(tmp_path):
     assert load_image(tmp_path / "anim.gif").getpixel((5, 5)) == (255, 0, 0)
 
 
+def test_a_folder_takes_the_names_browsers_and_cameras_give_jpegs(tmp_path):
+    """WhatsApp and browsers save JPEGs as .jfif, stereo cameras as .mpo: a folder reads them like .jpg."""
+    photo = Image.fromarray(np.full((20, 30, 3), 120, np.uint8))
+    for name in ("a.jfif", "b.JPE", "c.mpo", "d.jp2", "e.pnm"):
+        photo.save(tmp_path / name, format={"jfif": "JPEG", "jpe": "JPEG", "mpo": "JPEG", "jp2": "JPEG2000",
+                                            "pnm": "PPM"}[name.rsplit(".", 1)[1].lower()])
+    (tmp_path / "notes.txt").write_text("not an image")
+    images = folder_set(tmp_path)
+    assert [name for name, _ in images] == ["a.jfif", "b.JPE", "c.mpo", "d.jp2", "e.pnm"]
+    assert all(img.size == (30, 20) and img.mode == "RGB" for _, img in images)
+
+
 def test_a_file_without_its_report_says_what_was_assumed(tiny_tflite, tmp_path, capsys):
     """A file moved away from its export's report.json still predicts, and says in one line that its
     preprocessing and units were assumed; beside its report it does not."""

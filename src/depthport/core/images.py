@@ -13,9 +13,10 @@ from .prompts import is_prompt_file
 # Natural photographs whose files ship inside the scikit-image wheel (no download; checked offline with
 # scikit-image 0.26). Others in skimage.data (kidney, lily, skin, eagle, ...) are fetched from the network.
 BUILTIN = ("astronaut", "camera", "chelsea", "coffee", "motorcycle_left", "rocket")
+# .jfif/.jpe: JPEGs as browsers and messengers save them; .mpo: multi-picture JPEGs of stereo and some phone cameras;
 # .heic/.heif (iPhone photos) are listed so that they are tried and reported, not silently passed over
-SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".gif", ".avif", ".heic",
-            ".heif")
+SUFFIXES = (".png", ".jpg", ".jpeg", ".jfif", ".jpe", ".mpo", ".apng", ".bmp", ".webp", ".tif", ".tiff", ".ppm",
+            ".pgm", ".pbm", ".pnm", ".gif", ".jp2", ".avif", ".heic", ".heif")
 LOOKED_FOR = f"looked for {', '.join(SUFFIXES)}"
 
 
