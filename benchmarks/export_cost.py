@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import re
@@ -61,13 +62,19 @@ def _cmdline(pid: str) -> bytes:
         return b""
 
 
+@functools.lru_cache(maxsize=1)
+def _own_cmdline() -> bytes:
+    """This process's command line, read once (the sampler asks every 20 ms)."""
+    return _cmdline("self")
+
+
 def tree_rss_kb() -> int:
     """What this process and every process below it hold at once: its resident set plus the anonymous resident
     memory of each process below it (the file-backed pages they share with it, its libraries, counted once). A child
     with this process's own command line is a fork that has not exec'd yet (a library running a tool): its pages are
     this process's, shared, and not counted again. Read from ``/proc/PID/status``, which is cheap; ``smaps_rollup``
     walks the page tables under the memory map's lock and, read every 20 ms, slowed the export it measured."""
-    me = _cmdline("self")
+    me = _own_cmdline()
     return rss_kb() + sum(rss_kb("RssAnon", pid=p) for p in descendants() if _cmdline(p) != me)
 
 

@@ -57,7 +57,7 @@ def run(args) -> int:
     out = Path(args.output or DEFAULT_OUTPUT[inputs.kind])
     code = _one(args, out, options) if inputs.kind == "image" else _many(args, inputs, out, options)
     report = export_report(Path(args.file))
-    if not report.data.get("model"):
+    if not report.model:
         console(stderr=True).print(
             f"no depthport report.json beside {args.file}: its input was assumed to be ImageNet-normalised RGB "
             "stretched to the file's shape, and its output unitless; keep the export's report.json beside the file",
