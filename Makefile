@@ -42,7 +42,7 @@ demo: venv
 		-o $(DEMO_OUT)/chelsea_depth.png --npy $(DEMO_OUT)/chelsea_depth.npy
 
 test: venv gpu-setup web-setup
-	$(BIN)/python -m pytest -q -rs -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -rs -n 2 --dist loadfile --no-loadscope-reorder
 
 clean:
 	rm -rf $(DEMO_OUT) .pytest_cache

@@ -83,6 +83,13 @@ class Memo:
             self._log(key, "miss", time.perf_counter() - start)
             return value
 
+    def unkeyed(self, what: str, real, *args):
+        """A conversion the memo cannot key (its module has no reproducible fingerprint): run, timed in the log."""
+        start = time.perf_counter()
+        value = real(*args)
+        self._log(f"{what}-unkeyed", "unkeyed", time.perf_counter() - start)
+        return value
+
     def _log(self, key: str, what: str, seconds: float) -> None:
         """One line per call in log.txt: which test converted what, and for how long (for a hit: how long it waited
         for another worker converting the same thing)."""
@@ -118,7 +125,7 @@ def install(monkeypatch, memo: Memo) -> None:
     def convert(model, input_hw):
         key = fingerprint(model, "litert", tuple(input_hw))
         if key is None:
-            return real_convert(model, input_hw)
+            return memo.unkeyed("litert", real_convert, model, input_hw)
 
         def make():
             with tempfile.TemporaryDirectory() as tmp:
@@ -132,7 +139,7 @@ def install(monkeypatch, memo: Memo) -> None:
         def lower(module, *samples):
             key = fingerprint(module, name, *(tuple(s.shape) for s in samples))
             if key is None:
-                return real(module, *samples)
+                return memo.unkeyed(name, real, module, *samples)
 
             def make():
                 manager, report = real(module, *samples)
@@ -149,7 +156,7 @@ def install(monkeypatch, memo: Memo) -> None:
 
         key = fingerprint(module, "mlpackage", *(tuple(s.shape) for s in samples))
         if key is None:
-            return real_mlpackage(module, *samples)
+            return memo.unkeyed("mlpackage", real_mlpackage, module, *samples)
         package = memo.folder / f"{key}.mlpackage"
 
         def make():
@@ -161,7 +168,7 @@ def install(monkeypatch, memo: Memo) -> None:
     def export_onnx(model, input_hw, path, opset=onnx.OPSET):
         key = fingerprint(model, "onnx", tuple(input_hw), opset)
         if key is None:
-            return real_onnx(model, input_hw, path, opset)
+            return memo.unkeyed("onnx", real_onnx, model, input_hw, path, opset)
 
         def make():
             with tempfile.TemporaryDirectory() as tmp:
