@@ -14,9 +14,12 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch first and exact: a range would pull a multi-GB CUDA build
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
-	$(BIN)/pip install -q --no-deps -c constraints.txt depth-anything-3
+	$(BIN)/pip install -q --no-compile torch==2.13.0
+	$(BIN)/pip install -q --no-compile -c constraints.txt -e '.[test]'
+	$(BIN)/pip install -q --no-compile --no-deps -c constraints.txt depth-anything-3
+	# The bytecode pip would compile file by file on one core (95 s of a 151 s install on 2 cores), on every core.
+	# Some packages ship examples for other Python versions that do not compile; pip passes over them too.
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 	touch $(STAMP)
 
 # Under CI (CI=true) or DEPTHPORT_REQUIRE_GPU=1 a failed SwiftShader setup fails the run: the accelerator
