@@ -14,7 +14,9 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import tempfile
 import time
+import types
 from pathlib import Path
 
 import torch
@@ -23,8 +25,17 @@ from filelock import FileLock
 _CONTAINERS = ("_parameters", "_buffers", "_modules")
 
 
+def _hash_code(h, code: types.CodeType) -> bool:
+    h.update(code.co_code + repr(code.co_names).encode())
+    return all(_hash_code(h, c) if isinstance(c, types.CodeType) else _hash_value(h, c) for c in code.co_consts)
+
+
 def _hash_value(h, value) -> bool:
-    """Feed ``value`` into ``h``; False when it has no reproducible form."""
+    """Feed ``value`` into ``h``; False when it has no reproducible form. A function (a toy graph's lambda) by its
+    code, constants, defaults and closure."""
+    if isinstance(value, types.FunctionType):
+        cells = [c.cell_contents for c in value.__closure__ or ()]
+        return _hash_code(h, value.__code__) and all(_hash_value(h, v) for v in (value.__defaults__, *cells))
     if isinstance(value, torch.Tensor):
         t = value.detach().contiguous().cpu()
         h.update(f"{t.dtype}{tuple(t.shape)}".encode())
@@ -115,8 +126,6 @@ class _Bytes:
 def install(monkeypatch, memo: Memo) -> None:
     """Route depthport's LiteRT conversion, XNNPACK and Core ML lowering, Core ML conversion and static ONNX
     export through ``memo``."""
-    import tempfile
-
     from depthport.export import executorch, litert, onnx
 
     real_convert, real_lower, real_onnx = litert.convert, executorch.lower_xnnpack, onnx.export_onnx
@@ -190,6 +199,24 @@ def install(monkeypatch, memo: Memo) -> None:
 
 
 ENV = "DEPTHPORT_TEST_MEMO"  # the memo folder, for child processes that a test starts
+
+
+def convert_toy(module: torch.nn.Module, sample: torch.Tensor, path: Path) -> Path:
+    """``litert_torch.convert(module, (sample,))`` written to ``path``, through the session's memo when a test session
+    runs (the static, runtime and WebGPU check tests convert the same toy graphs)."""
+    import litert_torch
+
+    def make():
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "m.tflite"
+            litert_torch.convert(module.eval(), (sample,)).export(str(out))
+            return out.read_bytes()
+
+    folder = os.environ.get(ENV)
+    key = fingerprint(module, "litert-toy", tuple(sample.shape), sample.flatten()[:8].tolist()) if folder else None
+    data = make() if key is None else Memo(Path(folder)).get(key, make)
+    Path(path).write_bytes(data)
+    return Path(path)
 
 
 def install_from_env() -> None:

@@ -96,12 +96,11 @@ QUANTIZED = {"int8_dynamic_fc": "dynamic_wi8_afp32", "int8_weight_only_fc": "wei
 
 
 def export(module: torch.nn.Module, shape: tuple[int, ...], path: Path) -> Path:
-    """Convert `module` with litert_torch at input `shape` and write `path`."""
-    import litert_torch
+    """Convert `module` with litert_torch at input `shape` and write `path` (once per session: the memo)."""
+    from conversion_memo import convert_toy
 
     torch.manual_seed(0)
-    litert_torch.convert(module.eval(), (torch.randn(*shape),)).export(str(path))
-    return path
+    return convert_toy(module, torch.randn(*shape), path)
 
 
 def quantize(src: Path, recipe_name: str, path: Path) -> Path:
