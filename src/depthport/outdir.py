@@ -127,6 +127,22 @@ def staged(out: str | os.PathLike):
     commit(staging, out)
 
 
+def claim_output_files(outputs, taken: dict[Path, str]) -> None:
+    """Check output files before any work. ``outputs``: (option, path or None, suffix or None, what it holds, e.g.
+    "the depth is written as .png (a colourised depth image)"); ``taken``: resolved path -> what is there already
+    (the model file, the input). Each path must be writable (``check_output_file``), overwrite nothing taken, and
+    end in its suffix; then it is taken too."""
+    for option, path, suffix, holds in outputs:
+        if not path:
+            continue
+        key = check_output_file(path, option).resolve()
+        if key in taken:
+            raise InputError(f"{option} {path} would overwrite {taken[key]}; give another file name")
+        if suffix and Path(path).suffix.lower() != suffix:
+            raise InputError(f"{option} {path}: {holds}; give {option} NAME{suffix}")
+        taken[key] = f"the {option} file"
+
+
 def check_output_file(path: str | os.PathLike, option: str) -> Path:
     """``path`` as a Path, if a file can be written there; else an InputError naming ``option``.
 

@@ -14,7 +14,7 @@ from PIL import Image
 from .atomic import atomic_paths
 from .core.report_model import Units, load
 from .core.schema import ReportJson
-from .outdir import check_output_file
+from .outdir import claim_output_files
 from .preprocess import InputError, letterbox_box, load_image, to_tensor
 from .registry import MODELS
 from .runtimes import load_runner
@@ -217,16 +217,9 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
     before anything runs (an existing folder, or a file where a folder should be, is an InputError); the PNG and
     the .npy are written together or not at all."""
     model_path = Path(model_path)
-    taken = {model_path.resolve(): "the model file", Path(image_path).resolve(): "the image"}
-    for option, out, suffix in (("-o", out_png, ".png"), ("--npy", out_npy, ".npy")):
-        if out:
-            key = check_output_file(out, option).resolve()
-            if key in taken:
-                raise InputError(f"{option} {out} would overwrite {taken[key]}; give another file name")
-            if Path(out).suffix.lower() != suffix:
-                raise InputError(f"{option} {out}: the depth is written as {suffix} (a {OUTPUT_KIND[suffix]}); "
-                                 f"give {option} NAME{suffix}")
-            taken[key] = f"the {option} file"
+    claim_output_files([(option, out, suffix, f"the depth is written as {suffix} (a {OUTPUT_KIND[suffix]})")
+                        for option, out, suffix in (("-o", out_png, ".png"), ("--npy", out_npy, ".npy"))],
+                       {model_path.resolve(): "the model file", Path(image_path).resolve(): "the image"})
     image = load_image(image_path)
     predictor = Predictor(model_path, letterbox, threads, accelerator, gpu_precision, focal, model_size, image_path,
                           prompt)

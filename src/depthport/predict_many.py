@@ -28,7 +28,7 @@ import numpy as np
 
 from .atomic import atomic_paths
 from .errors import InputError
-from .outdir import check_output_file
+from .outdir import check_output_file, claim_output_files
 from .predict import Predictor, write_depth
 from .predict_inputs import Inputs, Item
 
@@ -93,15 +93,9 @@ def video_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path) -> t
         raise InputError(f"-o {out}: a depth video is written as {', '.join(VIDEO_FORMATS)}; give -o NAME.mp4")
     npy = npy if npy is not None else out.with_suffix(".npy")
     paths = (out, npy, npy.with_suffix(".timestamps.json"))
-    taken = {inputs.files[0].resolve(): "the video", model.resolve(): "the model file"}
-    for option, path in zip(("-o", "--npy", "--npy"), paths):
-        key = check_output_file(path, option).resolve()
-        if key in taken:
-            raise InputError(f"{option} {path} would overwrite {taken[key]}; give another file name")
-        if path == npy and npy.suffix.lower() != ".npy":
-            raise InputError(f"--npy {npy}: the depth stack is written as .npy (a float32 NumPy array, frames x H x "
-                             "W); give --npy NAME.npy")
-        taken[key] = f"the {option} file"
+    stack = "the depth stack is written as .npy (a float32 NumPy array, frames x H x W)"
+    claim_output_files([("-o", out, None, None), ("--npy", npy, ".npy", stack), ("--npy", paths[2], None, None)],
+                       {inputs.files[0].resolve(): "the video", model.resolve(): "the model file"})
     return paths
 
 
