@@ -151,7 +151,8 @@ def cpu_force_fp16(path: Path, x: np.ndarray, threads: int, size: int) -> np.nda
 
 
 def study(entry: dict, scratch: Path, runs: int, swiftshader: bool, deadline: float) -> list[dict]:
-    """Every carried file of one set: checksum, CPU here, GPU at FP16 (and FP32 for the plain set)."""
+    """Every carried file of one set: checksum (all of the set's files before any runs, so that an altered file costs
+    no device time), CPU here, GPU at FP16 (and FP32 for the plain set)."""
     from depthport.quiet import native_stderr_muted
     from depthport.runtimes import load_runner
 
@@ -162,10 +163,11 @@ def study(entry: dict, scratch: Path, runs: int, swiftshader: bool, deadline: fl
     x_path = scratch / f"x_{entry['set']}.npy"
     np.save(x_path, np.load(folder / entry["input"])["x"])
     x = np.load(x_path)
+    paths = {kind: unpack(entry, kind, scratch) for kind in entry["files"]}
+    entry["paths"] = paths
     for kind, f in entry["files"].items():
         row = {"set": entry["set"], "file": f["file"], "storage": kind}
-        path = unpack(entry, kind, scratch)
-        entry.setdefault("paths", {})[kind] = path
+        path = paths[kind]
         with native_stderr_muted():
             cpu = np.asarray(load_runner(path, threads=os.cpu_count() or 2).run(x), dtype=np.float32)
         carried_cpu = np.load(folder / entry["cpu_outputs"][f"{kind}_file"])

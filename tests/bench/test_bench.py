@@ -256,6 +256,8 @@ def test_device_prepare_then_run_on_swiftshader(tmp_path, monkeypatch):
     data[len(data) // 2] ^= 0xFF
     stored.write_bytes(bytes(data))
     (inp / "plain").rename(tmp_path / "plain-set-done")  # the altered file's set alone: its GPU runs were done above
-    assert device_run.main() == 1
+    ran = []  # a set's files are all checked before any of them runs: its unaltered fp32 file is not run either
+    monkeypatch.setattr(device_run, "run_gpu", lambda path, *a, **k: ran.append(path) or {"ok": True})
+    assert device_run.main() == 1 and ran == []
     summary = json.loads((out / "summary.json").read_text())
     assert "SHA-256" in summary["steps"]["set stress"]["status"]
