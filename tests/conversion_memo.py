@@ -109,6 +109,14 @@ class Memo:
             f.write(f"{what}\t{seconds:.1f}\t{key}\t{test}\n")
 
 
+def _tflite_bytes(edge) -> bytes:
+    """The .tflite a LiteRT edge model writes (``export(path)``), as bytes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "m.tflite"
+        edge.export(str(path))
+        return path.read_bytes()
+
+
 class _Bytes:
     """Stands where a converter's result is only written out: LiteRT's edge model (``export(path)``) and
     ExecuTorch's program manager (``write_to_file(f)``)."""
@@ -136,13 +144,7 @@ def install(monkeypatch, memo: Memo) -> None:
         if key is None:
             return memo.unkeyed("litert", real_convert, model, input_hw)
 
-        def make():
-            with tempfile.TemporaryDirectory() as tmp:
-                path = Path(tmp) / "m.tflite"
-                real_convert(model, input_hw).export(str(path))
-                return path.read_bytes()
-
-        return _Bytes(memo.get(key, make))
+        return _Bytes(memo.get(key, lambda: _tflite_bytes(real_convert(model, input_hw))))
 
     def lowering(real, name):
         def lower(module, *samples):
@@ -207,10 +209,7 @@ def convert_toy(module: torch.nn.Module, sample: torch.Tensor, path: Path) -> Pa
     import litert_torch
 
     def make():
-        with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "m.tflite"
-            litert_torch.convert(module.eval(), (sample,)).export(str(out))
-            return out.read_bytes()
+        return _tflite_bytes(litert_torch.convert(module.eval(), (sample,)))
 
     folder = os.environ.get(ENV)
     key = fingerprint(module, "litert-toy", tuple(sample.shape), sample.flatten()[:8].tolist()) if folder else None
