@@ -171,6 +171,24 @@ def test_a_folder_takes_the_names_browsers_and_cameras_give_jpegs(tmp_path):
     assert all(img.size == (30, 20) and img.mode == "RGB" for _, img in images)
 
 
+def test_a_folder_is_read_as_far_as_pillow_reads_and_hidden_files_are_passed_over(tmp_path):
+    """Targa, PCX, SGI and icon files are read like any photo; macOS's ``._NAME.jpg`` metadata twins (copied
+    cards and drives) and other dot-files are passed over as a shell's ``*`` passes them, not reported as bad."""
+    from depthport.core.images import COMMON_SUFFIXES, image_suffixes, looked_for
+
+    photo = Image.fromarray(np.full((20, 30, 3), 120, np.uint8))
+    for name in ("a.tga", "b.pcx", "c.sgi", "d.ico"):
+        photo.save(tmp_path / name)
+    (tmp_path / "._a.jpg").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        ")
+    photo.save(tmp_path / ".thumbnail.png")
+    assert [name for name, _ in folder_set(tmp_path)] == ["a.tga", "b.pcx", "c.sgi", "d.ico"]
+    suffixes = image_suffixes()
+    assert {".psd", ".qoi", ".heic", ".jfif", ".mpo"} <= set(suffixes)
+    assert not {".mpg", ".h5", ".wmf", ".pdf"} & set(suffixes)  # a video here; stubs and save-only formats
+    assert looked_for().startswith("looked for .png, .jpg, .jpeg, .heic")
+    assert f" and {len(suffixes) - len(COMMON_SUFFIXES)} more suffixes" in looked_for() and len(suffixes) > 40
+
+
 def test_a_file_without_its_report_says_what_was_assumed(tiny_tflite, tmp_path, capsys):
     """A file moved away from its export's report.json still predicts, and says in one line that its
     preprocessing and units were assumed; beside its report it does not."""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageFile
 
 from ..preprocess import InputError, load_image
 from .prompts import is_prompt_file
@@ -13,11 +14,34 @@ from .prompts import is_prompt_file
 # Natural photographs whose files ship inside the scikit-image wheel (no download; checked offline with
 # scikit-image 0.26). Others in skimage.data (kidney, lily, skin, eagle, ...) are fetched from the network.
 BUILTIN = ("astronaut", "camera", "chelsea", "coffee", "motorcycle_left", "rocket")
-# .jfif/.jpe: JPEGs as browsers and messengers save them; .mpo: multi-picture JPEGs of stereo and some phone cameras;
-# .heic/.heif (iPhone photos) are listed so that they are tried and reported, not silently passed over
-SUFFIXES = (".png", ".jpg", ".jpeg", ".jfif", ".jpe", ".mpo", ".apng", ".bmp", ".webp", ".tif", ".tiff", ".ppm",
-            ".pgm", ".pbm", ".pnm", ".gif", ".jp2", ".avif", ".heic", ".heif")
-LOOKED_FOR = f"looked for {', '.join(SUFFIXES)}"
+# Listed first in messages; every other suffix comes from Pillow's registry (``image_suffixes``).
+COMMON_SUFFIXES = (".png", ".jpg", ".jpeg", ".heic", ".webp", ".tif", ".tiff", ".bmp", ".gif")
+# .heic/.heif (iPhone photos) are listed so that they are tried and reported, not silently passed over; .mpg/.mpeg
+# are videos here, whatever Pillow's MPEG plugin says
+_TRIED_ANYWAY, _NOT_IMAGES = (".heic", ".heif"), (".mpg", ".mpeg")
+
+
+@functools.cache
+def image_suffixes() -> tuple[str, ...]:
+    """Every file suffix of a format Pillow can open here (JPEG's .jfif/.jpe, .mpo, TGA, PSD, ICO, QOI, ...),
+    the common ones first: a folder is read as far as Pillow reads it. Stub formats (HDF5, GRIB, BUFR, WMF), which
+    need a handler an application registers, are left out."""
+    Image.init()
+    readable = {ext for ext, fmt in Image.registered_extensions().items()
+                if fmt in Image.OPEN and not _is_stub(Image.OPEN[fmt][0])}
+    readable = (readable | {".mpo", *_TRIED_ANYWAY}) - set(_NOT_IMAGES)
+    return (*COMMON_SUFFIXES, *sorted(readable - set(COMMON_SUFFIXES)))
+
+
+def _is_stub(factory) -> bool:
+    return isinstance(factory, type) and issubclass(factory, ImageFile.StubImageFile)
+
+
+def looked_for() -> str:
+    """The suffixes a folder was searched for, in a line: the common ones, then how many more."""
+    suffixes = image_suffixes()
+    return f"looked for {', '.join(COMMON_SUFFIXES)} and {len(suffixes) - len(COMMON_SUFFIXES)} more suffixes " \
+           "of the formats Pillow reads"
 
 
 def builtin_image(name: str) -> Image.Image:
@@ -37,18 +61,20 @@ def builtin_set() -> list[tuple[str, Image.Image]]:
 
 
 def image_files(folder: str | Path) -> list[Path]:
-    """The files in ``folder`` named like an image (``SUFFIXES``), sorted by name; a folder that is missing,
-    cannot be listed or holds none is an InputError naming the suffixes looked for."""
+    """The files in ``folder`` named like an image (``image_suffixes``), sorted by name; hidden files (a dot first:
+    macOS's ``._IMG_0001.JPG`` metadata twins on copied cards and drives) are passed over, as a shell's ``*`` passes
+    them over. A folder that is missing, cannot be listed or holds none is an InputError naming what was looked for."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"image folder not found: {folder}")
     try:
-        files = sorted(p for p in folder.iterdir()
-                       if p.is_file() and p.suffix.lower() in SUFFIXES and not is_prompt_file(p))
+        suffixes = image_suffixes()
+        files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in suffixes
+                       and not p.name.startswith(".") and not is_prompt_file(p))
     except OSError as exc:
         raise InputError(f"cannot list the image folder {folder}: {exc.strerror or exc}") from None
     if not files:
-        raise InputError(f"no images in {folder} ({LOOKED_FOR})")
+        raise InputError(f"no images in {folder} ({looked_for()})")
     return files
 
 
@@ -69,7 +95,7 @@ def folder_set(path: str | Path) -> list[tuple[str, Image.Image]]:
         except InputError as exc:
             failed.append((p, exc))
     if failed and not images:
-        raise InputError(f"no readable images in {path} ({LOOKED_FOR}): none of its {len(files)} image file(s) "
+        raise InputError(f"no readable images in {path} ({looked_for()}): none of its {len(files)} image file(s) "
                          f"could be read; first: {failed[0][1]}")
     if failed:
         raise InputError(str(failed[0][1])) from None
