@@ -9,7 +9,7 @@ from pathlib import Path
 from ..bench.probe import SPECS
 from ..errors import InputError
 from ..outdir import check_output_file
-from .common import accelerator_options, add_accelerator_args, thread_count
+from .common import accelerator_options, add_accelerator_args, model_file_missing, thread_count
 
 PROFILED = (".tflite", ".pte", ".onnx")  # what --profile takes, each profiled by its own runtime
 
@@ -51,6 +51,8 @@ def entries_for(args) -> list:
     apis = ["compiled", "interpreter"] if args.api == "both" else [args.api]
     for f in args.files:
         path = Path(f)
+        if not path.exists():
+            raise model_file_missing(f)
         for api in (apis if path.suffix == ".tflite" else [None]):
             runner = load_runner(path, threads=args.threads, **({"api": api} if api else {}), **accel)
             label = path.name + (f" [{api}]" if args.api == "both" and api else "")

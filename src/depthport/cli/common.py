@@ -18,6 +18,16 @@ def check_prompt_input(spec, subject: str, feeds_prompt: bool) -> None:
                          f"{'takes a prompt beside the image' if spec.prompted else 'takes one image'}")
 
 
+def model_file_missing(text: str) -> InputError:
+    """The error for a model file that is not there; a model id given instead says which command makes its file."""
+    from ..registry import MODELS
+
+    if text in MODELS and not MODELS[text].hidden:
+        return InputError(f"model file not found: {text} is a model id, and this command runs an exported file; "
+                          f"`depthport export {text} --out DIR` writes its files (.tflite, .pte, .onnx) in DIR")
+    return InputError(f"model file not found: {text}")
+
+
 def console(stderr: bool = False):
     """A rich console; 160 columns when not on a terminal, so piped tables are not truncated."""
     from rich.console import Console

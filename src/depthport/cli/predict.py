@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError
-from .common import accelerator_options, add_accelerator_args, add_threads, console, status_console
+from .common import (accelerator_options, add_accelerator_args, add_threads, console, model_file_missing,
+                     status_console)
 from .progress import item_progress
 
 DEFAULT_OUTPUT = {"image": "depth.png", "images": "depth", "video": "depth.mp4"}
@@ -48,6 +49,8 @@ def run(args) -> int:
     from ..predict import export_report
     from ..predict_inputs import open_inputs
 
+    if not Path(args.file).exists():
+        raise model_file_missing(args.file)
     options = dict(letterbox=args.letterbox, threads=args.threads, focal=args.focal, model_size=args.model_size,
                    **accelerator_options(args))
     inputs = open_inputs(args.image)

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..core.schema import ArtifactJson, ReportJson
 from ..errors import InputError, MissingDependency
 from . import verify_web
-from .common import add_evidence_args, check_prompt_input, thread_count
+from .common import add_evidence_args, check_prompt_input, model_file_missing, thread_count
 
 MODEL_SUFFIXES = (".tflite", ".pte", ".onnx")
 
@@ -88,7 +88,7 @@ def run(args) -> int:
         return verify_web.run_web(args, paths)
     for path in paths:
         if not path.is_file():
-            raise InputError(f"model file not found: {path}")
+            raise model_file_missing(str(path))
     info = sibling_report(paths[0])
     model_id = args.reference or info.model
     if not model_id:
