@@ -6,6 +6,8 @@ Every id names a ``tiny`` config, and that config is registered as a hidden id: 
 
 from __future__ import annotations
 
+import difflib
+
 from .errors import InputError
 from .families.da2 import DA2
 from .families.da3 import DA3
@@ -116,11 +118,21 @@ MODELS = {
 
 
 def get_spec(model_id: str) -> ModelSpec:
-    try:
+    """The spec of a model id; also of the id in other letter case, or of the Hugging Face repository a user copies
+    from the model's page (depth-anything/Depth-Anything-V2-Small-hf -> da2-small). Anything else is an InputError
+    with the closest ids, if any, and every supported one."""
+    if model_id in MODELS:
         return MODELS[model_id]
-    except KeyError:
-        known = ", ".join(k for k, s in MODELS.items() if not s.hidden)
-        raise InputError(f"unknown model {model_id!r}; supported: {known}") from None
+    key = model_id.strip().strip("/").lower()
+    named = [s for s in MODELS.values() if key and not s.hidden and key in (s.id, s.hf_repo.lower())]
+    if key and not named:  # an upstream repository that holds one model's checkpoint (not Distill-Any-Depth's two)
+        named = [s for s in MODELS.values() if not s.hidden and key == s.official_repo.lower()]
+    if len(named) == 1:
+        return named[0]
+    known = [k for k, s in MODELS.items() if not s.hidden]
+    close = difflib.get_close_matches(key.rsplit("/", 1)[-1], known, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise InputError(f"unknown model {model_id!r}{hint}; supported: {', '.join(known)}")
 
 
 def image_only_spec(model_id: str, what: str) -> ModelSpec:

@@ -84,6 +84,21 @@ def _run(built, path) -> TinyExport:
     return TinyExport(built, path, eager, out)
 
 
+def test_a_model_is_found_by_its_hub_repository_or_another_letter_case_and_a_typo_gets_the_closest_ids():
+    from depthport.errors import InputError
+    from depthport.registry import get_spec
+
+    assert get_spec("depth-anything/Depth-Anything-V2-Small-hf") is MODELS["da2-small"]  # copied from the Hub
+    assert get_spec("depth-anything/DA3-SMALL") is MODELS["da3-small"]  # the upstream checkpoint's repository
+    assert get_spec("DA2-Large") is MODELS["da2-large"]
+    for text, hint in (("da2-smal", "did you mean da2-small or"), ("xingyang1/Distill-Any-Depth", "did you mean "
+                       "distill-any-depth-base or distill-any-depth-small?"), ("", ""), ("da2-tiny ", "")):
+        with pytest.raises(InputError) as err:  # one repository for two sizes is not a choice made for the user
+            get_spec(text)
+        assert str(err.value).startswith(f"unknown model {text!r}") and hint in str(err.value)
+        assert "supported: da2-small" in str(err.value) and "tiny" not in str(err.value).split("supported:")[1]
+
+
 @pytest.mark.parametrize("model_id", IDS)
 def test_every_id_names_a_registered_tiny_config_of_its_architecture(model_id):
     spec = MODELS[model_id]
