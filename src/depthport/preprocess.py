@@ -11,6 +11,12 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from .errors import InputError
 
+# Camera RAW (sensor data to be developed: demosaicing, white balance, tone curve). Pillow opens the TIFF-based ones
+# (DNG, CR2, NEF, ARW, ...) as their first image, a small preview or nothing: they are refused by suffix instead.
+RAW_SUFFIXES = (".dng", ".cr2", ".cr3", ".crw", ".nef", ".nrw", ".arw", ".srf", ".sr2", ".orf", ".rw2", ".raf",
+                ".pef", ".srw", ".x3f", ".3fr", ".iiq", ".rwl", ".erf", ".kdc", ".dcr", ".mrw", ".mos")
+RAW_ADVICE = "camera RAW is sensor data to be developed; export a JPEG or TIFF from the camera's app or a raw converter"
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 PATCH = 14
@@ -54,6 +60,8 @@ def load_image(path: str | Path) -> Image.Image:
       colour values the file keeps under alpha 0.
     - 16-bit greyscale (I;16*: PNG, TIFF) is read at its full range, as viewers show it and as Pillow reads
       16-bit RGB: the high byte of each sample (a transparent grey level becomes alpha).
+    - Camera RAW files (``RAW_SUFFIXES``) are refused with a clear line: a viewer develops them, Pillow would
+      give an embedded preview at best.
     - 32-bit integer (I) and float (F) images are refused with a clear line: viewers agree on no mapping of their
       values to 8-bit RGB (full range? 0..1? a depth map?), so they must be converted to 8 bits first.
     """
@@ -68,6 +76,8 @@ def load_image(path: str | Path) -> Image.Image:
         raise InputError(f"cannot read image {path}: {exc.strerror or exc}") from None
     if empty:
         raise InputError(f"cannot read image {path}: the file is empty (0 bytes)")
+    if path.suffix.lower() in RAW_SUFFIXES:
+        raise InputError(f"cannot read image {path}: {RAW_ADVICE}")
     try:
         with Image.open(path) as img:
             img.load()

@@ -25,6 +25,7 @@ from PIL import Image, ImageCms
 from depthport.atomic import atomic_paths, sigint_deferred
 from depthport.cli import main
 from depthport.core.images import folder_set
+from depthport.errors import InputError
 from depthport.predict import Predictor
 from depthport.predict_inputs import open_inputs
 from depthport.preprocess import letterbox_box, load_image
@@ -299,6 +300,21 @@ def test_iphone_heic_in_a_folder_is_reported_with_what_to_do(tiny_tflite, photos
     assert "5 images, 1 skipped (IMG_0001.HEIC: cannot read image" in out
     assert "HEIC/HEIF (the iPhone's default) is not among them; export the photo as JPEG" in err
 
+
+
+def test_camera_raw_is_refused_with_what_to_do_and_passed_over_beside_its_jpeg(tmp_path):
+    """A DNG is a TIFF whose first image is often a small preview: read by suffix as RAW, refused in one line. A
+    folder of RAW + JPEG pairs (as cameras write them) reads the JPEGs; a folder of RAW files alone says so."""
+    photo = Image.fromarray(np.full((20, 30, 3), 120, np.uint8))
+    photo.save(tmp_path / "IMG_0001.dng", format="TIFF")  # Pillow alone would read it as a plain TIFF
+    with pytest.raises(InputError, match=r"IMG_0001\.dng: camera RAW is sensor data to be developed; export a JPEG"):
+        load_image(tmp_path / "IMG_0001.dng")
+    photo.save(tmp_path / "IMG_0001.JPG")
+    (tmp_path / "IMG_0002.CR2").write_bytes(b"II*\x00\x10\x00\x00\x00CR\x02\x00")
+    assert [name for name, _ in folder_set(tmp_path)] == ["IMG_0001.JPG"]
+    (tmp_path / "IMG_0001.JPG").unlink()
+    with pytest.raises(InputError, match=r"no images in .*; its camera RAW files \(\.CR2, \.dng\) are not read"):
+        folder_set(tmp_path)
 
 # ------------------------------------------------------------------------------------------------ video
 def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0) -> list[tuple[int, int]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageFile
 
-from ..preprocess import InputError, load_image
+from ..preprocess import RAW_ADVICE, RAW_SUFFIXES, InputError, load_image
 from .prompts import is_prompt_file
 
 # Natural photographs whose files ship inside the scikit-image wheel (no download; checked offline with
@@ -63,18 +63,21 @@ def builtin_set() -> list[tuple[str, Image.Image]]:
 def image_files(folder: str | Path) -> list[Path]:
     """The files in ``folder`` named like an image (``image_suffixes``), sorted by name; hidden files (a dot first:
     macOS's ``._IMG_0001.JPG`` metadata twins on copied cards and drives) are passed over, as a shell's ``*`` passes
-    them over. A folder that is missing, cannot be listed or holds none is an InputError naming what was looked for."""
+    them over, and so are camera RAW files (a camera writes a JPEG beside each). A folder that is missing, cannot be
+    listed or holds no image is an InputError naming what was looked for (and the RAW files, if it holds those)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"image folder not found: {folder}")
     try:
-        suffixes = image_suffixes()
-        files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in suffixes
-                       and not p.name.startswith(".") and not is_prompt_file(p))
+        listed = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
     except OSError as exc:
         raise InputError(f"cannot list the image folder {folder}: {exc.strerror or exc}") from None
+    suffixes = image_suffixes()
+    files = [p for p in listed if p.suffix.lower() in suffixes and not is_prompt_file(p)]
     if not files:
-        raise InputError(f"no images in {folder} ({looked_for()})")
+        raws = sorted({p.suffix for p in listed if p.suffix.lower() in RAW_SUFFIXES})
+        raw = f"; its camera RAW files ({', '.join(raws)}) are not read: {RAW_ADVICE}" if raws else ""
+        raise InputError(f"no images in {folder} ({looked_for()}){raw}")
     return files
 
 
