@@ -68,8 +68,11 @@ def open_inputs(source: str | Path) -> Inputs:
     """The inputs ``source`` names: an existing folder (its image files, as ``core.images.image_files`` lists
     them, not recursive), a file or path with a video suffix (``VIDEO_SUFFIXES``), a quoted glob pattern (every
     file it matches, ``**`` recursive, sorted by path), else one image. A pattern matching nothing, a folder with
-    no images or a video that cannot be opened is an InputError."""
-    text = str(source)
+    no images or a video that cannot be opened is an InputError. A leading ``~`` is the home folder (a quoted
+    pattern reaches us unexpanded); a URL is refused in one line."""
+    if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://", str(source)):
+        raise InputError(f"{source} is a URL, and depthport reads local files: download it first (curl -O URL)")
+    text = os.path.expanduser(str(source))
     path = Path(text)
     if path.is_dir():
         return Inputs("images", text, image_files(path), root=path)

@@ -33,6 +33,9 @@ from .predict import Predictor, write_depth
 from .predict_inputs import Inputs, Item
 
 VIDEO_FORMATS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska"}
+# An output named like one of these is a file: for many images, -o and --npy are folders (a folder that already
+# exists under such a name is used as it is)
+FILE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".npy", ".npz", *VIDEO_FORMATS)
 OnItem = Callable[[Item, bool], None]
 
 
@@ -70,6 +73,9 @@ def image_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path) -> l
     for option, folder in (("-o", out), ("--npy", npy)):
         if folder is not None and folder.exists() and not folder.is_dir():
             raise InputError(f"{option} {folder} is a file; for a folder or pattern of images {option} is a folder")
+        if folder is not None and not folder.exists() and folder.suffix.lower() in FILE_SUFFIXES:
+            raise InputError(f"{option} {folder} names a file, and a folder or pattern of images writes one file per "
+                             f"image into a folder; give {option} FOLDER (e.g. {folder.with_suffix('')})")
     names = inputs.names
     stems = [str(PurePosixPath(name).with_suffix("")) for name in names]
     count = Counter(stems)

@@ -326,6 +326,10 @@ def test_many_inputs_refuse_outputs_before_any_work(tiny_tflite, tmp_path, out, 
     (out / "file").write_text("a file")
     refused(capsys, ["predict", str(tiny_tflite), str(photos), "-o", str(out / "file")],
             f"-o {out / 'file'} is a file; for a folder or pattern of images -o is a folder")
+    refused(capsys, ["predict", str(tiny_tflite), str(photos), "-o", str(out / "depth.png")],
+            f"-o {out / 'depth.png'} names a file", f"give -o FOLDER (e.g. {out / 'depth'})")
+    refused(capsys, ["predict", str(tiny_tflite), str(photos), "--npy", str(out / "depth.npy")],
+            f"--npy {out / 'depth.npy'} names a file")
     video = tiny_video(tmp_path / "clip.mp4")
     refused(capsys, ["predict", str(tiny_tflite), str(video), "-o", str(out / "d.png")],
             "a depth video is written as .mp4, .mov, .mkv")

@@ -285,6 +285,21 @@ def test_glob_pattern_and_npy_folder(tiny_tflite, photos, tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "bc").iterdir()) == ["b.png", "c.png"]
 
 
+def test_a_quoted_home_pattern_is_expanded_and_a_url_or_a_file_name_for_many_images_is_refused(
+        tiny_tflite, photos, tmp_path, capsys, monkeypatch):
+    """'~/photos/*.jpg' in quotes reaches depthport with its ~ (the shell expands only an unquoted one)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    out, _ = ok(capsys, ["predict", tiny_tflite, "~/photos/*.jpg", "-o", tmp_path / "home"])
+    assert "3 images, 0 skipped" in out and (tmp_path / "home" / "a.png").is_file()
+    out, _ = ok(capsys, ["predict", tiny_tflite, "~/photos/b.jpg", "-o", tmp_path / "b.png"])
+    assert out.startswith(f"wrote {tmp_path / 'b.png'}")
+    capsys.readouterr()
+    assert main(["predict", str(tiny_tflite), "https://example.com/photo.jpg", "-o", str(tmp_path / "u.png")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("https://example.com/photo.jpg is a URL, and depthport reads local files: download it first "
+                        "(curl -O URL)") and len(err.splitlines()) == 1
+    assert not (tmp_path / "u.png").exists()
+
 def test_bad_image_in_a_folder_is_skipped_and_counted(tiny_tflite, photos, tmp_path, capsys):
     (photos / "bad.jpg").write_text("not a picture")
     out, err = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out"])

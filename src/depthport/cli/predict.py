@@ -58,7 +58,7 @@ def run(args) -> int:
         raise InputError("--prompt goes with one image (its prompt depth map) or a video (an .npy stack of one per "
                          "frame); for a folder or a pattern, put NAME.prompt.png or NAME.prompt.npy beside each NAME.jpg")
     out = Path(args.output or DEFAULT_OUTPUT[inputs.kind])
-    code = _one(args, out, options) if inputs.kind == "image" else _many(args, inputs, out, options)
+    code = _one(args, inputs.files[0], out, options) if inputs.kind == "image" else _many(args, inputs, out, options)
     report = export_report(Path(args.file))
     if not report.model:
         console(stderr=True).print(
@@ -71,13 +71,13 @@ def run(args) -> int:
     return code
 
 
-def _one(args, out: Path, options: dict) -> int:
+def _one(args, image: Path, out: Path, options: dict) -> int:
     from ..predict import output_units, predict
     from ..quiet import native_stderr_muted
 
     npy = out.with_suffix(".npy") if args.npy == "" else args.npy
     with native_stderr_muted(not args.verbose):
-        depth = predict(args.file, args.image, out, npy, prompt=args.prompt, **options)
+        depth = predict(args.file, image, out, npy, prompt=args.prompt, **options)
     units = output_units(Path(args.file))
     unit = " m" if units and units.metric else ""
     console().print(f"wrote {out}" + (f" and {npy}" if npy else "") + f": depth {depth.shape[0]}x"
