@@ -80,13 +80,26 @@ def open_inputs(source: str | Path) -> Inputs:
         return _open_video(path) if path.suffix.lower() in VIDEO_SUFFIXES else Inputs("image", text, [path])
     files = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file() and not is_prompt_file(Path(p)))
     if not files:
-        raise InputError(f"no files match the pattern {text!r}")
+        other = sorted(p for p in glob.glob(_any_case(text), recursive=True) if Path(p).is_file())
+        hint = (f"; {len(other)} file(s) match it in another letter case ({Path(other[0]).name}, ...): a pattern "
+                "matches letters as written, as the shell's does" if other else "")
+        raise InputError(f"no files match the pattern {text!r}{hint}")
     if videos := [f.name for f in files if f.suffix.lower() in VIDEO_SUFFIXES]:
         raise InputError(f"the pattern {text!r} matches videos ({', '.join(videos[:3])}): a pattern or a folder "
                          "takes images; give a video on its own")
     parts = path.parts
     fixed = next(i for i, part in enumerate(parts) if _has_magic(part))
     return Inputs("images", text, files, root=Path(*parts[:fixed]) if fixed else Path("."))
+
+
+def _any_case(pattern: str) -> str:
+    """``pattern`` matching names in any letter case from its first wildcard component on (each letter -> [xX]);
+    a component with a [...] class of its own is left as written."""
+    parts = Path(pattern).parts
+    first = next((i for i, part in enumerate(parts) if _has_magic(part)), len(parts))
+    tail = ["".join(f"[{c.lower()}{c.upper()}]" if c.lower() != c.upper() else c for c in part)
+            if "[" not in part else part for part in parts[first:]]
+    return str(Path(*parts[:first], *tail))
 
 
 def _images(files: list[Path], names: list[str]) -> Iterator[Item]:

@@ -56,7 +56,8 @@ class Tally:
         more = "; ..." if len(self.skipped) > 3 else ""
         skipped = f"{len(self.skipped)} skipped" + (f" ({shown}{more})" if self.skipped else "")
         rate = self.done / max(time.perf_counter() - self.start, 1e-9)
-        return f"{self.done + len(self.skipped)} {self.noun}, {skipped}, {rate:.1f} fps"
+        count = self.done + len(self.skipped)
+        return f"{count} {self.noun if count != 1 else self.noun[:-1]}, {skipped}, {rate:.1f} fps"
 
     def check_any(self) -> None:
         """Nothing processed is an InputError."""

@@ -285,7 +285,7 @@ def test_glob_pattern_and_npy_folder(tiny_tflite, photos, tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "bc").iterdir()) == ["b.png", "c.png"]
 
 
-def test_a_quoted_home_pattern_is_expanded_and_a_url_or_a_file_name_for_many_images_is_refused(
+def test_a_quoted_home_pattern_is_expanded_a_url_is_refused_and_a_pattern_in_the_wrong_case_explained(
         tiny_tflite, photos, tmp_path, capsys, monkeypatch):
     """'~/photos/*.jpg' in quotes reaches depthport with its ~ (the shell expands only an unquoted one)."""
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -293,6 +293,12 @@ def test_a_quoted_home_pattern_is_expanded_and_a_url_or_a_file_name_for_many_ima
     assert "3 images, 0 skipped" in out and (tmp_path / "home" / "a.png").is_file()
     out, _ = ok(capsys, ["predict", tiny_tflite, "~/photos/b.jpg", "-o", tmp_path / "b.png"])
     assert out.startswith(f"wrote {tmp_path / 'b.png'}")
+    out, _ = ok(capsys, ["predict", tiny_tflite, "~/photos/[b].jpg", "-o", tmp_path / "one"])  # a pattern: a folder
+    assert out.startswith("1 image, 0 skipped")
+    capsys.readouterr()  # a camera's IMG_0001.JPG, asked for as *.jpg: the pattern is exact, and the error says so
+    (photos / "sub" / "d.jpg").rename(photos / "sub" / "IMG_0001.JPG")
+    assert main(["predict", str(tiny_tflite), str(photos / "sub" / "*.jpg"), "-o", str(tmp_path / "cam")]) == 2
+    assert "1 file(s) match it in another letter case (IMG_0001.JPG, ...)" in capsys.readouterr().err
     capsys.readouterr()
     assert main(["predict", str(tiny_tflite), "https://example.com/photo.jpg", "-o", str(tmp_path / "u.png")]) == 2
     err = capsys.readouterr().err.strip()
@@ -329,6 +335,10 @@ def test_camera_raw_is_refused_with_what_to_do_and_passed_over_beside_its_jpeg(t
     assert [name for name, _ in folder_set(tmp_path)] == ["IMG_0001.JPG"]
     (tmp_path / "IMG_0001.JPG").unlink()
     with pytest.raises(InputError, match=r"no images in .*; its camera RAW files \(\.CR2, \.dng\) are not read"):
+        folder_set(tmp_path)
+    (tmp_path / "100APPLE").mkdir()  # a phone's DCIM: the photos are a folder down
+    with pytest.raises(InputError, match=r"it holds 1 folder\(s\) \(100APPLE\), not searched: for every image under "
+                                         r"it give a quoted pattern, '.*/\*\*/\*\.jpg'"):
         folder_set(tmp_path)
 
 # ------------------------------------------------------------------------------------------------ video

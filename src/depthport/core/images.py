@@ -69,15 +69,19 @@ def image_files(folder: str | Path) -> list[Path]:
     if not folder.is_dir():
         raise InputError(f"image folder not found: {folder}")
     try:
-        listed = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+        listed = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     except OSError as exc:
         raise InputError(f"cannot list the image folder {folder}: {exc.strerror or exc}") from None
     suffixes = image_suffixes()
-    files = [p for p in listed if p.suffix.lower() in suffixes and not is_prompt_file(p)]
+    files = [p for p in listed if p.is_file() and p.suffix.lower() in suffixes and not is_prompt_file(p)]
     if not files:
-        raws = sorted({p.suffix for p in listed if p.suffix.lower() in RAW_SUFFIXES})
+        raws = sorted({p.suffix for p in listed if p.suffix.lower() in RAW_SUFFIXES and p.is_file()})
         raw = f"; its camera RAW files ({', '.join(raws)}) are not read: {RAW_ADVICE}" if raws else ""
-        raise InputError(f"no images in {folder} ({looked_for()}){raw}")
+        subfolders = [p for p in listed if p.is_dir()]
+        sub = (f"; it holds {len(subfolders)} folder(s) ({', '.join(p.name for p in subfolders[:3])}"
+               f"{', ...' if len(subfolders) > 3 else ''}), not searched: for every image under it give a quoted "
+               f"pattern, '{folder / '**' / '*.jpg'}'" if subfolders else "")
+        raise InputError(f"no images in {folder} ({looked_for()}){raw}{sub}")
     return files
 
 
