@@ -185,7 +185,7 @@ def test_a_folder_is_read_as_far_as_pillow_reads_and_hidden_files_are_passed_ove
     assert [name for name, _ in folder_set(tmp_path)] == ["a.tga", "b.pcx", "c.sgi", "d.ico"]
     suffixes = image_suffixes()
     assert {".psd", ".qoi", ".heic", ".jfif", ".mpo"} <= set(suffixes)
-    assert not {".mpg", ".h5", ".wmf", ".pdf"} & set(suffixes)  # a video here; stubs and save-only formats
+    assert not {".mpg", ".eps", ".h5", ".wmf", ".pdf"} & set(suffixes)  # a video, a document; stubs; save-only
     assert looked_for().startswith("looked for .png, .jpg, .jpeg, .heic")
     assert f" and {len(suffixes) - len(COMMON_SUFFIXES)} more suffixes" in looked_for() and len(suffixes) > 40
 

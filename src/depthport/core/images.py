@@ -17,8 +17,8 @@ BUILTIN = ("astronaut", "camera", "chelsea", "coffee", "motorcycle_left", "rocke
 # Listed first in messages; every other suffix comes from Pillow's registry (``image_suffixes``).
 COMMON_SUFFIXES = (".png", ".jpg", ".jpeg", ".heic", ".webp", ".tif", ".tiff", ".bmp", ".gif")
 # .heic/.heif (iPhone photos) are listed so that they are tried and reported, not silently passed over; .mpg/.mpeg
-# are videos here, whatever Pillow's MPEG plugin says
-_TRIED_ANYWAY, _NOT_IMAGES = (".heic", ".heif"), (".mpg", ".mpeg")
+# are videos here, whatever Pillow's MPEG plugin says, and .ps/.eps documents (Pillow renders them with Ghostscript)
+_TRIED_ANYWAY, _NOT_IMAGES = (".heic", ".heif"), (".mpg", ".mpeg", ".ps", ".eps")
 
 
 @functools.cache
