@@ -50,6 +50,19 @@ def test_models_lists_licences(capsys):
     assert "da2-small" in out and "Apache-2.0" in out and "CC-BY-NC-4.0" in out and "da2-tiny" not in out
 
 
+def test_version_names_depthport_python_and_the_runtimes(capsys):
+    import platform
+    from importlib.metadata import version
+
+    from depthport import __version__
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    lines = capsys.readouterr().out.splitlines()
+    assert done.value.code == 0 and lines[0] == f"depthport {__version__}" and f"python {platform.python_version()}" in lines
+    assert f"torch {version('torch')}" in lines and f"executorch {version('executorch')}" in lines
+
+
 @pytest.mark.parametrize("args,message", [
     (["export", "da9-huge"], "unknown model 'da9-huge'"),
     (["export", "da2-tiny", "--size", "56by70"], "malformed size"),

@@ -18,10 +18,23 @@ COMMANDS = {"models": models, "export": export, "predict": predict, "check": che
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="depthport", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="print depthport's version and those of Python and the runtimes (for a bug report)")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, module in COMMANDS.items():
         module.add_parser(sub).set_defaults(handler=module.run)
     return parser
+
+
+class _Version(argparse.Action):
+    """'depthport 0.1.0', then one 'package version' line each (package metadata: nothing imported), and exit 0."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from ..core.provenance import versions
+
+        found = versions()
+        print(f"depthport {found.pop('depthport')}", *(f"{k} {v}" for k, v in found.items()), sep="\n")
+        parser.exit()
 
 
 def known_errors() -> tuple[type[BaseException], ...]:
