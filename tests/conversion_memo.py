@@ -32,10 +32,12 @@ def _hash_code(h, code: types.CodeType) -> bool:
 
 def _hash_value(h, value) -> bool:
     """Feed ``value`` into ``h``; False when it has no reproducible form. A function (a toy graph's lambda) by its
-    code, constants, defaults and closure."""
+    code, constants, defaults (keyword-only ones too) and closure."""
     if isinstance(value, types.FunctionType):
         cells = [c.cell_contents for c in value.__closure__ or ()]
-        return _hash_code(h, value.__code__) and all(_hash_value(h, v) for v in (value.__defaults__, *cells))
+        kwdefaults = sorted((value.__kwdefaults__ or {}).items())
+        return _hash_code(h, value.__code__) and all(_hash_value(h, v) for v in (value.__defaults__, *kwdefaults,
+                                                                                  *cells))
     if isinstance(value, torch.Tensor):
         t = value.detach().contiguous().cpu()
         h.update(f"{t.dtype}{tuple(t.shape)}".encode())
