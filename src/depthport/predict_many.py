@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -146,7 +147,7 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
     tally.start = time.perf_counter()
     with atomic_paths(*paths) as (video_tmp, npy_tmp, stamps_tmp):
         with open(npy_tmp, "wb") as fh, _DepthVideo(video_tmp, paths[0].suffix, inputs) as video:
-            stack = _Stack(fh)
+            stack = _Stack(fh, inputs.total, paths[1])
             for item in inputs.items():
                 depth = _depth(predictor, item, tally, stack.shape)
                 if depth is None:
@@ -168,10 +169,23 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
 
 class _Stack:
     """float32 (frames, H, W) appended to an open .npy file; ``finish`` writes the frame count into the header
-    (NumPy's header leaves room for the first axis to grow, so the data does not move)."""
+    (NumPy's header leaves room for the first axis to grow, so the data does not move). With the video's frame
+    count, the first frame's size tells how much the stack takes: more than the disk has free is an InputError
+    then, not a disk filled an hour later (a minute of 4K video is ~60 GB of float32 depth)."""
 
-    def __init__(self, fh):
+    def __init__(self, fh, frames: int | None = None, path: Path | None = None):
         self.fh, self.shape, self.count, self.offset = fh, None, 0, 0
+        self.frames, self.path = frames, path
+
+    def _check_room(self, shape: tuple[int, ...]) -> None:
+        if not self.frames:
+            return
+        need, free = self.frames * int(np.prod(shape)) * 4, shutil.disk_usage(Path(self.fh.name).parent).free
+        if need > free:
+            h, w = shape
+            raise InputError(f"the depth stack {self.path or self.fh.name} of {self.frames} frames at {w}x{h} "
+                             f"(float32) takes {need / 1e9:.1f} GB, and its disk has {free / 1e9:.1f} GB free: give "
+                             "--npy PATH on a disk with room, or --model-size for depth at the model's shape")
 
     def _header(self) -> None:
         self.fh.seek(0)
@@ -180,6 +194,7 @@ class _Stack:
 
     def add(self, depth: np.ndarray) -> None:
         if self.shape is None:
+            self._check_room(depth.shape)
             self.shape = depth.shape
             self._header()
             self.offset = self.fh.tell()

@@ -387,6 +387,40 @@ def test_video_gives_a_depth_video_a_stack_and_timestamps(tiny_tflite, tmp_path,
             assert np.array_equal(row, predictor.depth(image))
 
 
+def test_a_video_whose_stack_the_disk_cannot_hold_is_refused_and_a_full_disk_leaves_nothing(
+        tiny_tflite, tmp_path, capsys, monkeypatch):
+    """The stack's size is known at the first frame (frames x H x W x 4 bytes): more than the disk has free is
+    refused then. A disk that fills anyway (ENOSPC) is one line, and none of the three outputs is left."""
+    import errno
+    import shutil
+
+    from depthport import predict_many
+
+    make_video(tmp_path / "clip.mp4", 6)
+    out = tmp_path / "out"
+    out.mkdir()
+    usage = shutil.disk_usage(out)
+    monkeypatch.setattr(predict_many.shutil, "disk_usage", lambda path: usage._replace(free=6 * 48 * 64 * 4 - 1))
+    capsys.readouterr()
+    assert main(["predict", str(tiny_tflite), str(tmp_path / "clip.mp4"), "-o", str(out / "d.mp4")]) == 2
+    err = capsys.readouterr().err
+    assert f"the depth stack {out / 'd.npy'} of 6 frames at 64x48 (float32) takes 0.0 GB" in err
+    assert "give --npy PATH on a disk with room, or --model-size" in err and list(out.iterdir()) == []
+    monkeypatch.setattr(predict_many.shutil, "disk_usage", lambda path: usage._replace(free=6 * 48 * 64 * 4))
+    write = predict_many._Stack.add
+
+    def disk_fills(self, depth):
+        if self.count == 3:
+            raise OSError(errno.ENOSPC, "No space left on device", self.fh.name)
+        write(self, depth)
+
+    monkeypatch.setattr(predict_many._Stack, "add", disk_fills)
+    assert main(["predict", str(tiny_tflite), str(tmp_path / "clip.mp4"), "-o", str(out / "d.mp4")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("depthport predict: error: no space left on the disk writing ") and len(err.splitlines()) == 1
+    assert "outputs are written whole or not at all" in err and list(out.iterdir()) == []
+
+
 def test_video_frames_are_turned_upright(tiny_tflite, tmp_path, capsys):
     """A display rotation of 90 degrees (counter-clockwise, as a phone's portrait video): depth is 64 high."""
     make_video(tmp_path / "turned.mp4", 2, rotation=90)

@@ -4,6 +4,7 @@ serve). Layer 7, the top: may import every stage; nothing imports cli."""
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 
@@ -58,6 +59,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"depthport {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if args.debug or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = f" writing {exc.filename}" if exc.filename else ""
+        print(f"depthport {args.command}: error: no space left on the disk{where} ({exc.strerror}); what was being "
+              "written was removed: outputs are written whole or not at all", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"depthport {args.command}: interrupted; nothing was written", file=sys.stderr)
