@@ -171,7 +171,7 @@ class _Stack:
     """float32 (frames, H, W) appended to an open .npy file; ``finish`` writes the frame count into the header
     (NumPy's header leaves room for the first axis to grow, so the data does not move). With the video's frame
     count, the first frame's size tells how much the stack takes: more than the disk has free is an InputError
-    then, not a disk filled an hour later (a minute of 4K video is ~60 GB of float32 depth)."""
+    then, not a disk filled an hour later (a minute of 4K video at 30 fps is ~60 GB of float32 depth)."""
 
     def __init__(self, fh, frames: int | None = None, path: Path | None = None):
         self.fh, self.shape, self.count, self.offset = fh, None, 0, 0
