@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 from pathlib import Path
@@ -16,6 +17,11 @@ from .errors import InputError
 RAW_SUFFIXES = (".dng", ".cr2", ".cr3", ".crw", ".nef", ".nrw", ".arw", ".srf", ".sr2", ".orf", ".rw2", ".raf",
                 ".pef", ".srw", ".x3f", ".3fr", ".iiq", ".rwl", ".erf", ".kdc", ".dcr", ".mrw", ".mos")
 RAW_ADVICE = "camera RAW is sensor data to be developed; export a JPEG or TIFF from the camera's app or a raw converter"
+
+# Pillow warns above 89 megapixels and refuses above 179 (its guard against decompression bombs), and phones shoot
+# 200-megapixel photos (16320x12240): depthport reads up to MAX_PIXELS (268) and refuses a larger image in one line,
+# from its header, before decoding it.
+MAX_PIXELS = 2**28
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -60,6 +66,8 @@ def load_image(path: str | Path) -> Image.Image:
       colour values the file keeps under alpha 0.
     - 16-bit greyscale (I;16*: PNG, TIFF) is read at its full range, as viewers show it and as Pillow reads
       16-bit RGB: the high byte of each sample (a transparent grey level becomes alpha).
+    - Up to ``MAX_PIXELS`` (268 megapixels: a phone's 200-megapixel photo is read); a larger image is refused
+      with a clear line from its header, before anything is decoded.
     - Camera RAW files (``RAW_SUFFIXES``) are refused with a clear line: a viewer develops them, Pillow would
       give an embedded preview at best.
     - 32-bit integer (I) and float (F) images are refused with a clear line: viewers agree on no mapping of their
@@ -79,7 +87,10 @@ def load_image(path: str | Path) -> Image.Image:
     if path.suffix.lower() in RAW_SUFFIXES:
         raise InputError(f"cannot read image {path}: {RAW_ADVICE}")
     try:
-        with Image.open(path) as img:
+        with _pixel_limit(), Image.open(path) as img:
+            if (pixels := img.width * img.height) > MAX_PIXELS:
+                raise InputError(f"cannot read image {path}: {img.width}x{img.height} is {pixels / 1e6:.0f} megapixels, "
+                                 f"above the {MAX_PIXELS / 1e6:.0f} depthport reads; downscale it first")
             img.load()
             if img.mode in ("I", "F"):
                 raise InputError(f"unsupported image mode {img.mode!r} in {path}: a 32-bit greyscale image "
@@ -97,6 +108,17 @@ def load_image(path: str | Path) -> Image.Image:
     except Exception as exc:  # Pillow's decoders raise OSError, SyntaxError, ValueError, EOFError, struct.error...
         reason = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         raise InputError(f"cannot read image {path}: {reason}") from None
+
+
+@contextlib.contextmanager
+def _pixel_limit():
+    """Pillow's decompression-bomb guard off while a file is opened: ``load_image`` applies ``MAX_PIXELS`` itself."""
+    saved = Image.MAX_IMAGE_PIXELS
+    Image.MAX_IMAGE_PIXELS = None
+    try:
+        yield
+    finally:
+        Image.MAX_IMAGE_PIXELS = saved
 
 
 def _grey_8bit(img: Image.Image) -> Image.Image:

@@ -12,16 +12,27 @@ def depth_range(depth: np.ndarray) -> tuple[float, float]:
     return float(np.percentile(d, 2)), float(np.percentile(d, 98))
 
 
+# Pixels colourised at a time: matplotlib's colour maps return float64 RGBA (32 bytes a pixel), so a 200-megapixel
+# depth map done at once would need ~20 GB.
+CHUNK_PIXELS = 1 << 22
+
+
 def colorize(depth: np.ndarray, cmap: str = "Spectral_r", lo: float | None = None, hi: float | None = None) -> Image.Image:
-    """(H, W) depth -> RGB image, scaled between the 2nd and 98th percentile unless lo/hi are given."""
+    """(H, W) depth -> RGB image, scaled between the 2nd and 98th percentile unless lo/hi are given; computed in
+    bands of rows (``CHUNK_PIXELS``), each pixel as a whole-image pass would compute it."""
     from matplotlib import colormaps
 
-    d = np.asarray(depth, dtype=np.float64)
-    p_lo, p_hi = depth_range(d)
-    lo = p_lo if lo is None else lo
-    hi = p_hi if hi is None else hi
-    scaled = np.clip((d - lo) / max(hi - lo, 1e-12), 0.0, 1.0)
-    rgb = (colormaps[cmap](scaled)[..., :3] * 255).round().astype(np.uint8)
+    colour, depth = colormaps[cmap], np.asarray(depth)
+    if lo is None or hi is None:
+        p_lo, p_hi = depth_range(depth)
+        lo = p_lo if lo is None else lo
+        hi = p_hi if hi is None else hi
+    span = max(hi - lo, 1e-12)
+    rgb = np.empty((*depth.shape, 3), np.uint8)
+    rows = max(1, CHUNK_PIXELS // max(depth.shape[1], 1))
+    for top in range(0, depth.shape[0], rows):
+        scaled = np.clip((np.asarray(depth[top:top + rows], dtype=np.float64) - lo) / span, 0.0, 1.0)
+        rgb[top:top + rows] = (colour(scaled)[..., :3] * 255).round().astype(np.uint8)
     return Image.fromarray(rgb)
 
 

@@ -153,6 +153,36 @@ def test_colour_forms_become_the_rgb_a_viewer_shows(tmp_path):
     assert np.array_equal(np.asarray(load_image(tmp_path / "deep.png")), rgb)
 
 
+def test_photos_up_to_268_megapixels_are_read_and_larger_ones_refused_from_the_header(tmp_path, monkeypatch):
+    """Pillow's decompression-bomb guard (a warning above 89 MP, an error above 179) would refuse a phone's 200-MP
+    photo: depthport applies its own limit, preprocess.MAX_PIXELS (2**28), scaled down here to a tiny image."""
+    from depthport import preprocess
+
+    Image.new("RGB", (20, 10), (1, 2, 3)).save(tmp_path / "photo.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 99)  # Pillow alone: 200 pixels is over 2x its limit, an error
+    with pytest.raises(Image.DecompressionBombError):
+        Image.open(tmp_path / "photo.png")
+    assert load_image(tmp_path / "photo.png").size == (20, 10) and Image.MAX_IMAGE_PIXELS == 99
+    monkeypatch.setattr(preprocess, "MAX_PIXELS", 199)
+    with pytest.raises(InputError, match=r"photo\.png: 20x10 is 0 megapixels, above the 0 depthport reads; downscale"):
+        load_image(tmp_path / "photo.png")
+    assert preprocess.MAX_PIXELS == 199 and 16320 * 12240 < 2**28  # a 200-MP phone photo is within the real limit
+
+
+def test_colourising_in_bands_gives_the_whole_image_pass(monkeypatch):
+    """visualize.colorize works through CHUNK_PIXELS at a time (a 200-MP depth map in ~5 GB, not ~20): every band
+    size gives the same picture, percentile-scaled or between given bounds."""
+    from depthport import visualize
+
+    depth = np.random.default_rng(3).normal(5.0, 2.0, (37, 23)).astype(np.float32)
+    whole = [np.asarray(visualize.colorize(depth, **bounds)) for bounds in ({}, {"lo": 4.0, "hi": 6.0})]
+    for chunk in (1, 23, 50, 23 * 37):
+        monkeypatch.setattr(visualize, "CHUNK_PIXELS", chunk)
+        assert [np.asarray(visualize.colorize(depth, **bounds)).tolist() for bounds in ({}, {"lo": 4.0, "hi": 6.0})] \
+            == [picture.tolist() for picture in whole]
+    assert len({tuple(px) for px in whole[0].reshape(-1, 3)}) > 50  # a spread of colours, not one
+
+
 def test_a_multi_frame_file_gives_its_first_frame(tmp_path):
     frames = [Image.new("RGB", (20, 10), colour) for colour in ((255, 0, 0), (0, 0, 255))]
     frames[0].save(tmp_path / "anim.gif", save_all=True, append_images=frames[1:], duration=100)
