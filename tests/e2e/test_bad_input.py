@@ -422,6 +422,21 @@ def test_threads_below_one_is_refused_by_argparse(tiny_tflite, out, capsys, name
     assert not list(out.iterdir())
 
 
+def test_file_names_that_are_not_utf8_are_read_written_and_printed_as_stored(tiny_tflite, tmp_path):
+    """Latin-1 names (old cameras, zips, Windows copies) in a folder: each output keeps its image's name bytes, and
+    the progress, skip and summary lines print them as stored, where they raised UnicodeEncodeError."""
+    folder, out = tmp_path / "latin1", tmp_path / "depth"
+    folder.mkdir()
+    Image.new("RGB", (40, 30), (200, 100, 50)).save(folder / "ok.jpg")
+    os.rename(bytes(folder / "ok.jpg"), bytes(folder) + b"/caf\xe9.jpg")
+    (Path(os.fsdecode(bytes(folder) + b"/bad\xe9.png"))).write_text("not an image")
+    run = subprocess.run([sys.executable, "-c", ENTRY_CHILD, "predict", str(tiny_tflite), str(folder), "-o", str(out)],
+                         capture_output=True, timeout=600, env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+    assert run.returncode == 0 and b"Traceback" not in run.stderr, run.stderr[-2000:]
+    assert os.listdir(bytes(out)) == [b"caf\xe9.png"]
+    assert b"skipped bad\xe9.png: cannot read image" in run.stderr and b"2 images, 1 skipped (bad\xe9.png" in run.stdout
+
+
 # ------------------------------------------------------------------------------------------------------ --images
 @pytest.fixture(params=["empty", "no-images", "unreadable"])
 def image_folder(request, tmp_path):

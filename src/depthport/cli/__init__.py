@@ -50,7 +50,17 @@ def known_errors() -> tuple[type[BaseException], ...]:
             NotADirectoryError, IsADirectoryError)
 
 
+def _names_print_as_stored() -> None:
+    """A file name that is not valid UTF-8 (Latin-1 names from old cameras, zips, Windows copies) reaches Python
+    with surrogates; printed, it would raise UnicodeEncodeError. It is written back as the bytes it was stored as,
+    as ``ls`` shows it."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="surrogateescape")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _names_print_as_stored()
     args = build_parser().parse_args(argv)
     args.command_line = command_line(argv)  # what report.json records (main(argv) from Python too)
     try:

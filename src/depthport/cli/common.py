@@ -48,7 +48,7 @@ def status_console():
         fd = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):  # stderr replaced by a Python object (a capture): no fd to mute
         return console(stderr=True)
-    stream = os.fdopen(os.dup(fd), "w", buffering=1)
+    stream = os.fdopen(os.dup(fd), "w", buffering=1, encoding=sys.stderr.encoding, errors="surrogateescape")
     return Console(file=stream, width=None if stream.isatty() else 160)
 
 
