@@ -353,6 +353,19 @@ def test_iphone_heic_in_a_folder_is_reported_with_what_to_do(tiny_tflite, photos
 
 
 
+def test_verification_images_with_names_that_are_not_utf8_are_named_so_a_report_can_hold_them(tmp_path):
+    """--images DIR with a Latin-1 name (caf\\xe9.jpg): the report, card and HTML page name it caf\ufffd.jpg; the raw
+    name made the export fail writing report.html (UnicodeEncodeError)."""
+    from depthport.core.images import image_set
+
+    folder = Path(os.fsdecode(bytes(tmp_path) + b"/fotos-\xe9t\xe9"))
+    folder.mkdir()
+    Image.fromarray(np.full((20, 30, 3), 120, np.uint8)).save(Path(os.fsdecode(bytes(folder) + b"/caf\xe9.jpg")))
+    description, images = image_set(folder)
+    assert [name for name, _ in images] == ["caf\ufffd.jpg"] and description.endswith("fotos-\ufffdt\ufffd")
+    json.dumps({"images": [name for name, _ in images], "source": description}, ensure_ascii=False).encode("utf-8")
+
+
 def test_camera_raw_is_refused_with_what_to_do_and_passed_over_beside_its_jpeg(tmp_path):
     """A DNG is a TIFF whose first image is often a small preview: read by suffix as RAW, refused in one line. A
     folder of RAW + JPEG pairs (as cameras write them) reads the JPEGs; a folder of RAW files alone says so."""

@@ -85,6 +85,12 @@ def image_files(folder: str | Path) -> list[Path]:
     return files
 
 
+def shown_name(path: Path) -> str:
+    """``path``'s name as reports and cards show it: bytes that are not UTF-8 (a Latin-1 name) become U+FFFD, as
+    the name cannot be written into a UTF-8 report otherwise."""
+    return path.name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def folder_set(path: str | Path) -> list[tuple[str, Image.Image]]:
     """Every image file in ``path`` (or the one file ``path``), sorted by name, read as ``load_image`` reads it
     (EXIF orientation applied, colours in sRGB); any unreadable one is an error.
@@ -93,12 +99,12 @@ def folder_set(path: str | Path) -> list[tuple[str, Image.Image]]:
     InputError that names the folder and the suffixes looked for."""
     path = Path(path)
     if path.is_file():
-        return [(path.name, load_image(path))]
+        return [(shown_name(path), load_image(path))]
     files = image_files(path)
     images, failed = [], []
     for p in files:
         try:
-            images.append((p.name, load_image(p)))
+            images.append((shown_name(p), load_image(p)))
         except InputError as exc:
             failed.append((p, exc))
     if failed and not images:
@@ -113,7 +119,7 @@ def image_set(source: str | Path | None) -> tuple[str, list[tuple[str, Image.Ima
     """(description, [(name, RGB image)]) for a folder or file, or the built-in set when ``source`` is None."""
     if source is None:
         return f"scikit-image {_skimage_version()} bundled images", builtin_set()
-    return str(source), folder_set(source)
+    return str(source).encode("utf-8", "surrogateescape").decode("utf-8", "replace"), folder_set(source)
 
 
 def _skimage_version() -> str:
