@@ -111,23 +111,15 @@ class Memo:
             f.write(f"{what}\t{seconds:.1f}\t{key}\t{test}\n")
 
 
-def _tflite_bytes(edge) -> bytes:
-    """The .tflite a LiteRT edge model writes (``export(path)``), as bytes."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "m.tflite"
-        edge.export(str(path))
-        return path.read_bytes()
-
-
 class _Bytes:
-    """Stands where a converter's result is only written out: LiteRT's edge model (``export(path)``) and
+    """Stands where a converter's result is only written out: LiteRT's edge model (``model_content()``) and
     ExecuTorch's program manager (``write_to_file(f)``)."""
 
     def __init__(self, data: bytes):
         self.data = data
 
-    def export(self, path) -> None:
-        Path(path).write_bytes(self.data)
+    def model_content(self) -> bytes:
+        return self.data
 
     def write_to_file(self, f) -> None:
         f.write(self.data)
@@ -146,7 +138,7 @@ def install(monkeypatch, memo: Memo) -> None:
         if key is None:
             return memo.unkeyed("litert", real_convert, model, input_hw)
 
-        return _Bytes(memo.get(key, lambda: _tflite_bytes(real_convert(model, input_hw))))
+        return _Bytes(memo.get(key, lambda: real_convert(model, input_hw).model_content()))
 
     def lowering(real, name):
         def lower(module, *samples):
@@ -211,7 +203,7 @@ def convert_toy(module: torch.nn.Module, sample: torch.Tensor, path: Path) -> Pa
     import litert_torch
 
     def make():
-        return _tflite_bytes(litert_torch.convert(module.eval(), (sample,)))
+        return litert_torch.convert(module.eval(), (sample,)).model_content()
 
     folder = os.environ.get(ENV)
     key = fingerprint(module, "litert-toy", tuple(sample.shape), sample.flatten()[:8].tolist()) if folder else None

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from .core.schema import recorded_files
-from .errors import InputError
+from .errors import InputError, require_utf8_path
 
 NOT_SHIPPED_DIR = "not-shipped"  # where the files that did not earn a slot go (verify.gates)
 
@@ -101,7 +101,8 @@ def commit(staging: Path, out: Path) -> None:
 
 
 def require_folder(out: Path) -> None:
-    """``--out`` must be a folder or not exist yet."""
+    """``--out`` must be a folder or not exist yet, at a UTF-8 path."""
+    require_utf8_path(out.absolute(), "--out")
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is an existing file, not a folder")
 

@@ -1,8 +1,10 @@
 """The command line end to end on the tiny config, and its answers to bad input."""
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -76,6 +78,16 @@ def test_bad_export_input_is_one_line_exit_2(args, message, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
     assert not out.exists()
+
+
+def test_an_output_folder_whose_name_is_not_utf8_is_refused_before_any_work(tmp_path, capsys):
+    """litert-torch's native writer and the runtimes' loaders take UTF-8 paths only (a TypeError deep inside)."""
+    out = Path(os.fsdecode(bytes(tmp_path) + b"/r\xe9sultats"))  # a Latin-1 name
+    assert main(["export", "da2-tiny", "--size", "56x70", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("r\ufffdsultats: the path is not valid UTF-8, and the runtimes' native code takes UTF-8 paths "
+                        "only; rename it or give another one") and len(err.splitlines()) == 1
+    assert os.listdir(bytes(tmp_path)) == []
 
 
 def test_mismatched_checkpoint_leaves_no_output(tmp_path, capsys):

@@ -33,10 +33,11 @@ def convert(model: nn.Module, input_hw: tuple[int, int]):
 
 
 def export_tflite(model: nn.Module, input_hw: tuple[int, int], path: str | Path) -> Path:
-    """Convert and write ``path`` atomically; returns the path."""
-    edge = convert(model, input_hw)
+    """Convert and write ``path`` atomically; returns the path. The flatbuffer is written from Python
+    (``model_content()``): litert-torch's native file writer refuses a path that is not valid UTF-8."""
+    data = convert(model, input_hw).model_content()
     with atomic_path(path) as tmp:
-        edge.export(str(tmp))
+        Path(tmp).write_bytes(data)
     return Path(path)
 
 

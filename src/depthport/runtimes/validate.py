@@ -25,7 +25,7 @@ import re
 import struct
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, require_utf8_path
 
 _PTE_IDENTIFIER = re.compile(rb"ET\d\d")
 _PTE_HEADER_MAGIC = b"eh00"
@@ -40,6 +40,7 @@ def validate_model_file(path: str | Path) -> Path:
         raise InputError(f"model path {path} is a folder, not a model file")
     if not path.is_file():
         raise InputError(f"model file not found: {path}")
+    require_utf8_path(path.absolute(), "model file")
     try:
         with open(path, "rb") as fh:
             head = fh.read(64)
