@@ -89,8 +89,8 @@ def load_image(path: str | Path) -> Image.Image:
     try:
         with _pixel_limit(), Image.open(path) as img:
             if (pixels := img.width * img.height) > MAX_PIXELS:
-                raise InputError(f"cannot read image {path}: {img.width}x{img.height} is {pixels / 1e6:.0f} megapixels, "
-                                 f"above the {MAX_PIXELS / 1e6:.0f} depthport reads; downscale it first")
+                raise InputError(f"cannot read image {path}: {img.width}x{img.height} is {pixels / 1e6:.0f} "
+                                 f"megapixels, above the {MAX_PIXELS / 1e6:.0f} depthport reads; downscale it first")
             img.load()
             if img.mode in ("I", "F"):
                 raise InputError(f"unsupported image mode {img.mode!r} in {path}: a 32-bit greyscale image "

@@ -182,7 +182,8 @@ def test_unsupported_suffix_missing_file_and_folder(tmp_path, out, capsys, name)
     # verify checks its files itself first ("model file not found"); predict and bench say what the path is
     refused(capsys, command(name, folder, out), "model file not found" if name == "verify" else "is a folder")
     # a model id where the file goes: the command that makes its file
-    refused(capsys, command(name, "da2-small", out), "da2-small is a model id", "`depthport export da2-small --out DIR`")
+    refused(capsys, command(name, "da2-small", out), "da2-small is a model id",
+            "`depthport export da2-small --out DIR`")
     latin1 = Path(os.fsdecode(bytes(tmp_path) + b"/mod\xe8le.tflite"))  # the runtimes' loaders take UTF-8 paths only
     latin1.write_bytes(b"TFL3")
     refused(capsys, command(name, latin1, out), "model file ", "mod\ufffdle.tflite: the path is not valid UTF-8")
