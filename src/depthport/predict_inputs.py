@@ -47,6 +47,7 @@ class Inputs:
     total: int | None = None
     fps: Fraction | None = None
     time_base: Fraction | None = None
+    end_s: float | None = None  # a video's end as its header declares it, on its frames' clock (start + duration)
 
     @property
     def names(self) -> list[str]:
@@ -123,9 +124,20 @@ def _open_video(path: Path) -> Inputs:
                 raise InputError(f"{path} has no video stream")
             stream = container.streams.video[0]
             return Inputs("video", str(path), [path], total=stream.frames or None,
-                          fps=stream.average_rate or stream.guessed_rate, time_base=stream.time_base)
+                          fps=stream.average_rate or stream.guessed_rate, time_base=stream.time_base,
+                          end_s=_declared_end(container, stream))
     except av.error.FFmpegError as exc:
         raise InputError(f"cannot read video {path}: {_reason(exc)}") from None
+
+
+def _declared_end(container, stream) -> float | None:
+    """Where the header says the video stream ends, in seconds of its frames' clock: the stream's own start and
+    duration (MP4, MOV), else the container's (Matroska, WebM); None when neither is written."""
+    if stream.duration is not None:
+        return float(((stream.start_time or 0) + stream.duration) * stream.time_base)
+    if container.duration is not None:
+        return ((container.start_time or 0) + container.duration) / 1e6  # av.time_base: microseconds
+    return None
 
 
 def _reason(exc: Exception) -> str:

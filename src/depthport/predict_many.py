@@ -47,6 +47,7 @@ class Tally:
     done: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
     start: float = field(default_factory=time.perf_counter)
+    note: str = ""  # said after the counts (a video that ends before its header says)
 
     def skip(self, item: Item, error: str) -> None:
         self.skipped.append((item.name, error))
@@ -58,7 +59,8 @@ class Tally:
         skipped = f"{len(self.skipped)} skipped" + (f" ({shown}{more})" if self.skipped else "")
         rate = self.done / max(time.perf_counter() - self.start, 1e-9)
         count = self.done + len(self.skipped)
-        return f"{count} {self.noun if count != 1 else self.noun[:-1]}, {skipped}, {rate:.1f} fps"
+        note = f"; {self.note}" if self.note else ""
+        return f"{count} {self.noun if count != 1 else self.noun[:-1]}, {skipped}{note}, {rate:.1f} fps"
 
     def check_any(self) -> None:
         """Nothing processed is an InputError."""
@@ -143,7 +145,7 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
                   on_item: OnItem | None = None) -> None:
     """The depth video, the stack and the timestamps of ``video_outputs``, renamed into place together at the
     end; on any error or Ctrl-C none of them is left."""
-    frames, times, skipped = [], [], []
+    frames, times, skipped, last = [], [], [], None
     tally.start = time.perf_counter()
     with atomic_paths(*paths) as (video_tmp, npy_tmp, stamps_tmp):
         with open(npy_tmp, "wb") as fh, _DepthVideo(video_tmp, paths[0].suffix, inputs) as video:
@@ -160,11 +162,27 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
                     tally.done += 1
                 if on_item:
                     on_item(item, depth is not None)
+                last = item.time if item.time is not None else last
             tally.check_any()
             stack.finish()
+        tally.note = ends_early(inputs, last)
         stamps_tmp.write_text(json.dumps({
             "video": inputs.files[0].name, "fps": float(inputs.fps) if inputs.fps else None,
-            "stack": paths[1].name, "frame": frames, "time_s": times, "skipped": skipped}) + "\n")
+            "stack": paths[1].name, "frame": frames, "time_s": times, "skipped": skipped,
+            "declared_end_s": inputs.end_s, "ends_early": tally.note or None}) + "\n")
+
+
+def ends_early(inputs: Inputs, last: float | None) -> str:
+    """"" unless the last frame read comes well before the end the header declares (more than half a second and
+    5 % of the video short: a truncated copy or download, not a codec's trimmed first or last frame)."""
+    if inputs.end_s is None or last is None:
+        return ""
+    interval = float(1 / inputs.fps) if inputs.fps else 0.0
+    short = inputs.end_s - (last + interval)
+    if short <= max(0.5, 0.05 * inputs.end_s):
+        return ""
+    return (f"the video ends at {last + interval:.1f} s of the {inputs.end_s:.1f} s its header declares "
+            "(a truncated file?)")
 
 
 class _Stack:

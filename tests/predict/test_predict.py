@@ -464,6 +464,23 @@ def test_a_video_whose_stack_the_disk_cannot_hold_is_refused_and_a_full_disk_lea
     assert "outputs are written whole or not at all" in err and list(out.iterdir()) == []
 
 
+def test_a_truncated_video_says_where_it_ends_against_its_header(tiny_tflite, tmp_path, capsys):
+    """A copy or download cut short decodes to its last whole frame; the summary and timestamps.json say that the
+    video ends before the end its header declares (a whole video says nothing)."""
+    make_video(tmp_path / "whole.mkv", 50)  # 2 s at 25 fps
+    out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "whole.mkv", "-o", tmp_path / "w.mp4"])
+    assert out.startswith("50 frames, 0 skipped, ") and "header" not in out
+    assert json.loads((tmp_path / "w.timestamps.json").read_text())["declared_end_s"] == pytest.approx(2.0)
+    data = (tmp_path / "whole.mkv").read_bytes()
+    (tmp_path / "cut.mkv").write_bytes(data[: len(data) // 2])
+    out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "cut.mkv", "-o", tmp_path / "c.mp4"])
+    stamps = json.loads((tmp_path / "c.timestamps.json").read_text())
+    seen = len(stamps["frame"]) + len(stamps["skipped"])
+    assert 10 < seen < 40 and f"{seen} frames, " in out
+    assert f"the video ends at {seen / 25:.1f} s of the 2.0 s its header declares (a truncated file?)" in out
+    assert stamps["ends_early"] in out
+
+
 def test_video_frames_are_turned_upright(tiny_tflite, tmp_path, capsys):
     """A display rotation of 90 degrees (counter-clockwise, as a phone's portrait video): depth is 64 high."""
     make_video(tmp_path / "turned.mp4", 2, rotation=90)
