@@ -17,15 +17,20 @@ class MissingDependency(InputError):
         self.package = package
 
 
+def utf8_text(text) -> str:
+    """``text`` (a path or name) as valid UTF-8 for a report or message: bytes of a name that is not UTF-8 (a
+    Latin-1 name reaches Python as surrogates) become U+FFFD."""
+    return str(text).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def require_utf8_path(path, what: str) -> None:
     """The runtimes' and converters' native loaders and writers take UTF-8 paths only: a path that is not valid
     UTF-8 (a Latin-1 folder name) is an InputError naming ``what`` it is, not a TypeError from deep inside them."""
     try:
         str(path).encode("utf-8")
     except UnicodeEncodeError:
-        shown = str(path).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        raise InputError(f"{what} {shown}: the path is not valid UTF-8, and the runtimes' native code takes UTF-8 "
-                         "paths only; rename it or give another one") from None
+        raise InputError(f"{what} {utf8_text(path)}: the path is not valid UTF-8, and the runtimes' native code "
+                         "takes UTF-8 paths only; rename it or give another one") from None
 
 
 def error_text(exc: BaseException) -> str:

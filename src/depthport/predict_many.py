@@ -191,7 +191,7 @@ class _Stack:
     count, the first frame's size tells how much the stack takes: more than the disk has free is an InputError
     then, not a disk filled an hour later (a minute of 4K video at 30 fps is ~60 GB of float32 depth)."""
 
-    def __init__(self, fh, frames: int | None = None, path: Path | None = None):
+    def __init__(self, fh, frames: int | None, path: Path):
         self.fh, self.shape, self.count, self.offset = fh, None, 0, 0
         self.frames, self.path = frames, path
 
@@ -201,7 +201,7 @@ class _Stack:
         need, free = self.frames * int(np.prod(shape)) * 4, shutil.disk_usage(Path(self.fh.name).parent).free
         if need > free:
             h, w = shape
-            raise InputError(f"the depth stack {self.path or self.fh.name} of {self.frames} frames at {w}x{h} "
+            raise InputError(f"the depth stack {self.path} of {self.frames} frames at {w}x{h} "
                              f"(float32) takes {need / 1e9:.1f} GB, and its disk has {free / 1e9:.1f} GB free: give "
                              "--npy PATH on a disk with room, or --model-size for depth at the model's shape")
 

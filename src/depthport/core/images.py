@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageFile
 
+from ..errors import utf8_text
 from ..preprocess import RAW_ADVICE, RAW_SUFFIXES, InputError, load_image
 from .prompts import is_prompt_file
 
@@ -85,26 +86,21 @@ def image_files(folder: str | Path) -> list[Path]:
     return files
 
 
-def shown_name(path: Path) -> str:
-    """``path``'s name as reports and cards show it: bytes that are not UTF-8 (a Latin-1 name) become U+FFFD, as
-    the name cannot be written into a UTF-8 report otherwise."""
-    return path.name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
 def folder_set(path: str | Path) -> list[tuple[str, Image.Image]]:
     """Every image file in ``path`` (or the one file ``path``), sorted by name, read as ``load_image`` reads it
-    (EXIF orientation applied, colours in sRGB); any unreadable one is an error.
+    (EXIF orientation applied, colours in sRGB), named in valid UTF-8 (``utf8_text``: a report holds the names);
+    any unreadable one is an error.
 
     An empty folder, a folder with no file named like an image, or one where no such file can be read is an
     InputError that names the folder and the suffixes looked for."""
     path = Path(path)
     if path.is_file():
-        return [(shown_name(path), load_image(path))]
+        return [(utf8_text(path.name), load_image(path))]
     files = image_files(path)
     images, failed = [], []
     for p in files:
         try:
-            images.append((shown_name(p), load_image(p)))
+            images.append((utf8_text(p.name), load_image(p)))
         except InputError as exc:
             failed.append((p, exc))
     if failed and not images:
@@ -119,7 +115,7 @@ def image_set(source: str | Path | None) -> tuple[str, list[tuple[str, Image.Ima
     """(description, [(name, RGB image)]) for a folder or file, or the built-in set when ``source`` is None."""
     if source is None:
         return f"scikit-image {_skimage_version()} bundled images", builtin_set()
-    return str(source).encode("utf-8", "surrogateescape").decode("utf-8", "replace"), folder_set(source)
+    return utf8_text(source), folder_set(source)
 
 
 def _skimage_version() -> str:
