@@ -8,9 +8,15 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pi_heif
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from .errors import InputError
+
+# HEIC/HEIF (the iPhone's default, Samsung's and Fujifilm's .HIF) through libheif: pi-heif is pillow-heif's decoding
+# build (libheif and libde265, LGPL, no GPL encoder). It applies the file's own rotation and mirroring (irot/imir)
+# and then sets its EXIF orientation to 1, so ``ImageOps.exif_transpose`` does not turn the photo a second time.
+pi_heif.register_heif_opener(thumbnails=False, depth_images=False, aux_images=False)
 
 # Camera RAW (sensor data to be developed: demosaicing, white balance, tone curve). Pillow opens the TIFF-based ones
 # (DNG, CR2, NEF, ARW, ...) as their first image, a small preview or nothing: they are refused by suffix instead.
@@ -56,7 +62,8 @@ def load_image(path: str | Path) -> Image.Image:
     become RGB without guessing, is an InputError (one line, exit status 2).
 
     - EXIF orientation (all eight) is applied (``ImageOps.exif_transpose``): the image has the displayed shape.
-    - A multi-frame file (animated GIF, PNG or WebP, multi-page TIFF, MPO) gives its first frame.
+    - HEIC/HEIF photos are read through pi-heif (libheif): their rotation applied once, 10-bit read at 8 bits.
+    - A multi-frame file (animated GIF, PNG or WebP, multi-page TIFF, MPO, HEIF sequence) gives its first frame.
     - An embedded ICC profile converts the colours to sRGB (``ImageCms``, perceptual intent); a profile that
       cannot be read or does not fit the image's colour space is ignored, as viewers ignore it.
     - Greyscale (L, 1), palette, CMYK, YCbCr, LAB and HSV images become RGB (Pillow's conversions where no
@@ -102,9 +109,7 @@ def load_image(path: str | Path) -> Image.Image:
     except FileNotFoundError:
         raise InputError(f"image not found: {path}") from None
     except UnidentifiedImageError:
-        hint = (": HEIC/HEIF (the iPhone's default) is not among them; export the photo as JPEG (iOS: Settings > "
-                "Camera > Formats > Most Compatible)" if path.suffix.lower() in (".heic", ".heif") else "")
-        raise InputError(f"cannot read image {path}: not an image format Pillow can read{hint}") from None
+        raise InputError(f"cannot read image {path}: not an image format Pillow can read") from None
     except Exception as exc:  # Pillow's decoders raise OSError, SyntaxError, ValueError, EOFError, struct.error...
         reason = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         raise InputError(f"cannot read image {path}: {reason}") from None

@@ -214,7 +214,7 @@ def test_a_folder_is_read_as_far_as_pillow_reads_and_hidden_files_are_passed_ove
     photo.save(tmp_path / ".thumbnail.png")
     assert [name for name, _ in folder_set(tmp_path)] == ["a.tga", "b.pcx", "c.sgi", "d.ico"]
     suffixes = image_suffixes()
-    assert {".psd", ".qoi", ".heic", ".jfif", ".mpo"} <= set(suffixes)
+    assert {".psd", ".qoi", ".heic", ".heif", ".hif", ".jfif", ".mpo"} <= set(suffixes)
     assert not {".mpg", ".eps", ".h5", ".wmf", ".pdf"} & set(suffixes)  # a video, a document; stubs; save-only
     assert looked_for().startswith("looked for .png, .jpg, .jpeg, .heic")
     assert f" and {len(suffixes) - len(COMMON_SUFFIXES)} more suffixes" in looked_for() and len(suffixes) > 40
@@ -344,12 +344,52 @@ def test_bad_image_in_a_folder_is_skipped_and_counted(tiny_tflite, photos, tmp_p
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.jpg.png", "a.png.png", "b.png", "c.png"]
 
 
-def test_iphone_heic_in_a_folder_is_reported_with_what_to_do(tiny_tflite, photos, tmp_path, capsys):
-    """Pillow does not read HEIC: such a photo is tried, skipped and named, never passed over in silence."""
-    (photos / "IMG_0001.HEIC").write_bytes(b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic")
-    out, err = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out"])
-    assert "5 images, 1 skipped (IMG_0001.HEIC: cannot read image" in out
-    assert "HEIC/HEIF (the iPhone's default) is not among them; export the photo as JPEG" in err
+DATA = Path(__file__).parent / "data"
+
+
+def heic_source() -> np.ndarray:
+    """The 64x48 picture (top band yellow, left band blue, red growing rightward) that tests/predict/data/'s two HEIC
+    files were encoded from with pillow-heif 1.8.1 (libheif 1.23, x265, quality 95): IMG_0001.HEIC as an iPhone
+    stores a portrait photo (the pixels landscape, an irot box turning them, EXIF orientation 6 beside it), and
+    hdr10_profile.heic at 10 bits with ``swapped_profile()`` embedded. No encoder is installed here (pi-heif decodes
+    only), so the files are committed (1.2 and 1.4 KB)."""
+    y, x = np.mgrid[0:48, 0:64]
+    rgb = np.stack([x * 4, y * 5, np.where(x < 16, 230, 40)], -1).astype(np.uint8)
+    rgb[:8] = [250, 250, 20]
+    return rgb
+
+
+def test_iphone_heic_is_read_as_shown_and_turned_once(tmp_path):
+    """HEIC (the iPhone's default) is read through pi-heif: the stored landscape pixels come out portrait, turned
+    by the file's irot box and not a second time by its EXIF orientation; a 10-bit HEIC with an ICC profile is read
+    at 8 bits in sRGB. HEVC is lossy: the figures allow its error (mean ~1.3 levels here)."""
+    data = (DATA / "IMG_0001.HEIC").read_bytes()
+    assert data[data.index(b"irot") + 4] == 3  # the stored pixels are turned 3 x 90 degrees anticlockwise to show
+    with Image.open(DATA / "IMG_0001.HEIC") as raw:
+        assert raw.info["original_orientation"] == 6 and raw.getexif()[0x0112] == 1  # EXIF says it too; reset
+    shown = np.asarray(load_image(DATA / "IMG_0001.HEIC")).astype(int)
+    upright = np.rot90(heic_source(), -1).astype(int)  # orientation 6: turned 90 degrees clockwise to show
+    assert shown.shape == upright.shape == (64, 48, 3)  # not turned, or turned twice, it would be 48 x 64
+    assert np.abs(shown - upright).mean() < 3 and np.abs(shown - upright).max() <= 12
+    assert np.abs(shown - upright[::-1, ::-1]).mean() > 40  # nor upside down
+    colours = np.asarray(load_image(DATA / "hdr10_profile.heic")).astype(int)
+    assert colours.shape == (48, 64, 3)
+    assert np.abs(colours - heic_source()[..., ::-1]).mean() < 3  # red and blue exchanged, as its profile says
+    assert np.abs(colours - heic_source()).mean() > 40
+
+
+def test_heic_photos_in_a_folder_are_predicted_and_a_broken_one_is_skipped(tiny_tflite, photos, tmp_path, capsys):
+    """A phone's folder with .HEIC and Fujifilm's .HIF beside JPEGs: each gets depth at its displayed size; a HEIC
+    that does not decode is skipped with one line and counted."""
+    (photos / "IMG_0001.HEIC").write_bytes((DATA / "IMG_0001.HEIC").read_bytes())
+    (photos / "DSCF0001.HIF").write_bytes((DATA / "hdr10_profile.heic").read_bytes())
+    (photos / "IMG_0002.HEIC").write_bytes(b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic")
+    out, err = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out", "--npy"])
+    assert "7 images, 1 skipped (IMG_0002.HEIC: cannot read image" in out
+    assert len([line for line in err.splitlines() if "IMG_0002.HEIC" in line]) == 1
+    assert np.load(tmp_path / "out" / "IMG_0001.npy").shape == (64, 48)
+    assert Image.open(tmp_path / "out" / "IMG_0001.png").size == (48, 64)
+    assert np.load(tmp_path / "out" / "DSCF0001.npy").shape == (48, 64)
 
 
 

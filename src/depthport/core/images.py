@@ -17,20 +17,20 @@ from .prompts import is_prompt_file
 BUILTIN = ("astronaut", "camera", "chelsea", "coffee", "motorcycle_left", "rocket")
 # Listed first in messages; every other suffix comes from Pillow's registry (``image_suffixes``).
 COMMON_SUFFIXES = (".png", ".jpg", ".jpeg", ".heic", ".webp", ".tif", ".tiff", ".bmp", ".gif")
-# .heic/.heif (iPhone photos) are listed so that they are tried and reported, not silently passed over; .mpg/.mpeg
-# are videos here, whatever Pillow's MPEG plugin says, and .ps/.eps documents (Pillow renders them with Ghostscript)
-_TRIED_ANYWAY, _NOT_IMAGES = (".heic", ".heif"), (".mpg", ".mpeg", ".ps", ".eps")
+# .mpg/.mpeg are videos here, whatever Pillow's MPEG plugin says, and .ps/.eps documents (Pillow renders them with
+# Ghostscript)
+_NOT_IMAGES = (".mpg", ".mpeg", ".ps", ".eps")
 
 
 @functools.cache
 def image_suffixes() -> tuple[str, ...]:
-    """Every file suffix of a format Pillow can open here (JPEG's .jfif/.jpe, .mpo, TGA, PSD, ICO, QOI, ...),
-    the common ones first: a folder is read as far as Pillow reads it. Stub formats (HDF5, GRIB, BUFR, WMF), which
-    need a handler an application registers, are left out."""
+    """Every file suffix of a format Pillow can open here (JPEG's .jfif/.jpe, .mpo, HEIC/HEIF and Fujifilm's .hif
+    through pi-heif, TGA, PSD, ICO, QOI, ...), the common ones first: a folder is read as far as Pillow reads it.
+    Stub formats (HDF5, GRIB, BUFR, WMF), which need a handler an application registers, are left out."""
     Image.init()
     readable = {ext for ext, fmt in Image.registered_extensions().items()
                 if fmt in Image.OPEN and not _is_stub(Image.OPEN[fmt][0])}
-    readable = (readable | {".mpo", *_TRIED_ANYWAY}) - set(_NOT_IMAGES)
+    readable = (readable | {".mpo"}) - set(_NOT_IMAGES)
     return (*COMMON_SUFFIXES, *sorted(readable - set(COMMON_SUFFIXES)))
 
 
