@@ -7,7 +7,7 @@ from __future__ import annotations
 import glob
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterator
@@ -48,6 +48,7 @@ class Inputs:
     fps: Fraction | None = None
     time_base: Fraction | None = None
     end_s: float | None = None  # a video's end as its header declares it, on its frames' clock (start + duration)
+    videos: list[str] = field(default_factory=list)  # a folder's video files, passed over: a folder takes images
 
     @property
     def names(self) -> list[str]:
@@ -76,7 +77,7 @@ def open_inputs(source: str | Path) -> Inputs:
     text = os.path.expanduser(str(source))
     path = Path(text)
     if path.is_dir():
-        return Inputs("images", text, image_files(path), root=path)
+        return _open_folder(path, text)
     if path.exists() or not _has_magic(text):
         return _open_video(path) if path.suffix.lower() in VIDEO_SUFFIXES else Inputs("image", text, [path])
     files = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file() and not is_prompt_file(Path(p)))
@@ -91,6 +92,35 @@ def open_inputs(source: str | Path) -> Inputs:
     parts = path.parts
     fixed = next(i for i, part in enumerate(parts) if _has_magic(part))
     return Inputs("images", text, files, root=Path(*parts[:fixed]) if fixed else Path("."))
+
+
+def _open_folder(path: Path, text: str) -> Inputs:
+    """A folder's images; its videos (a phone's Live Photo .MOV beside each .HEIC) are named, not read: alone
+    they are an InputError saying to give each on its own, beside images the summary says they were passed over."""
+    try:
+        videos = sorted(p.name for p in path.iterdir()
+                        if p.suffix.lower() in VIDEO_SUFFIXES and not p.name.startswith(".") and p.is_file())
+    except OSError:
+        videos = []
+    try:
+        files = image_files(path)
+    except InputError:
+        if not videos:
+            raise
+        raise InputError(f"{path} holds {_videos(videos)} and no image: a folder takes images; give each video on its "
+                         f"own, e.g. {path / videos[0]}") from None
+    return Inputs("images", text, files, root=path, videos=videos)
+
+
+def _videos(names: list[str]) -> str:
+    """'2 videos (IMG_0001.MOV, IMG_0002.MOV)', the first three named."""
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    return f"{len(names)} video{'s' * (len(names) != 1)} ({shown})"
+
+
+def videos_passed_over(inputs: Inputs) -> str:
+    """The summary's note for a folder that held videos beside its images; "" for none."""
+    return f"{_videos(inputs.videos)} in the folder passed over: give each video on its own" if inputs.videos else ""
 
 
 def _any_case(pattern: str) -> str:

@@ -31,7 +31,7 @@ from .atomic import atomic_paths
 from .errors import InputError
 from .outdir import check_output_file, claim_output_files
 from .predict import Predictor, write_depth
-from .predict_inputs import Inputs, Item
+from .predict_inputs import Inputs, Item, videos_passed_over
 
 VIDEO_FORMATS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska"}
 # An output named like one of these is a file: for many images, -o and --npy are folders (a folder that already
@@ -47,20 +47,20 @@ class Tally:
     done: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
     start: float = field(default_factory=time.perf_counter)
-    note: str = ""  # said after the counts (a video that ends before its header says)
+    note: str = ""  # said after the counts (a video that ends before its header says; a folder's videos)
 
     def skip(self, item: Item, error: str) -> None:
         self.skipped.append((item.name, error))
 
     def line(self) -> str:
-        """'12 images, 1 skipped (bad.jpg: ...), 3.4 fps'."""
+        """'12 images, 1 skipped (bad.jpg: ...), 3.4 fps', then the note if any ('; 2 videos in the folder ...')."""
         shown = "; ".join(f"{name}: {error}" for name, error in self.skipped[:3])
         more = "; ..." if len(self.skipped) > 3 else ""
         skipped = f"{len(self.skipped)} skipped" + (f" ({shown}{more})" if self.skipped else "")
         rate = self.done / max(time.perf_counter() - self.start, 1e-9)
         count = self.done + len(self.skipped)
         note = f"; {self.note}" if self.note else ""
-        return f"{count} {self.noun if count != 1 else self.noun[:-1]}, {skipped}{note}, {rate:.1f} fps"
+        return f"{count} {self.noun if count != 1 else self.noun[:-1]}, {skipped}, {rate:.1f} fps{note}"
 
     def check_any(self) -> None:
         """Nothing processed is an InputError."""
@@ -130,7 +130,7 @@ def _depth(predictor: Predictor, item: Item, tally: Tally, shape: tuple[int, ...
 def predict_images(predictor: Predictor, inputs: Inputs, outputs: list[tuple[Path, Path | None]], tally: Tally,
                    on_item: OnItem | None = None) -> None:
     """Each image's depth PNG (and .npy) written whole, one image at a time, in order."""
-    tally.start = time.perf_counter()
+    tally.start, tally.note = time.perf_counter(), videos_passed_over(inputs)
     for item, (png, npy) in zip(inputs.items(), outputs):
         depth = _depth(predictor, item, tally)
         if depth is not None:

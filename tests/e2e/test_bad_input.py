@@ -293,18 +293,19 @@ def tiny_video(path: Path, frames: int = 2) -> Path:
     ("no-match", "no files match the pattern"),
     ("only-bad-images", "none of the 2 images could be processed; first: bad.png: cannot read image"),
     ("videos-in-a-pattern", "matches videos (clip.mp4): a pattern or a folder takes images"),
+    ("videos-in-a-folder", "holds 1 video (clip.mp4) and no image: a folder takes images; give each video on its own"),
 ])
 def test_many_inputs_that_cannot_be_read_are_one_line(tiny_tflite, tmp_path, out, capsys, case, message):
     source = {"not-a-video": tmp_path / "clip.mp4", "missing-video": tmp_path / "missing.mov",
               "no-match": tmp_path / "*.jpg", "only-bad-images": tmp_path / "photos",
-              "videos-in-a-pattern": tmp_path / "*.mp4"}[case]
+              "videos-in-a-pattern": tmp_path / "*.mp4", "videos-in-a-folder": tmp_path}[case]
     if case == "not-a-video":
         source.write_text("not a video")
     elif case == "only-bad-images":
         source.mkdir()
         (source / "bad.png").write_text("not an image")
         (source / "empty.jpg").write_bytes(b"")
-    elif case == "videos-in-a-pattern":
+    elif case in ("videos-in-a-pattern", "videos-in-a-folder"):
         tiny_video(tmp_path / "clip.mp4")
     argv = ["predict", str(tiny_tflite), str(source), "-o", str(out / "depth")]
     if case == "only-bad-images":  # each skipped image has its line as it goes, then the error

@@ -425,6 +425,19 @@ def test_camera_raw_is_refused_with_what_to_do_and_passed_over_beside_its_jpeg(t
         folder_set(tmp_path)
 
 # ------------------------------------------------------------------------------------------------ video
+def test_videos_in_a_folder_of_photos_are_passed_over_and_named(tiny_tflite, photos, tmp_path, capsys):
+    """A phone's export: each Live Photo's .MOV beside its still. The stills are predicted, and the summary names
+    the videos passed over (a folder takes images) instead of leaving them out in silence."""
+    for name in ("IMG_0001.MOV", "IMG_0002.MOV"):
+        make_video(photos / name, 2)
+    assert open_inputs(photos).videos == ["IMG_0001.MOV", "IMG_0002.MOV"]
+    out, _ = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out"])
+    assert "4 images, 0 skipped, " in out
+    assert " fps; 2 videos (IMG_0001.MOV, IMG_0002.MOV) in the folder passed over: give each video on its own; " \
+           "wrote" in out
+    assert not any(p.name.startswith("IMG_") for p in (tmp_path / "out").iterdir())
+
+
 def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0) -> list[tuple[int, int]]:
     """An MJPEG video (every frame a JPEG of its own), a different smooth picture in each frame; returns each
     packet's byte offset in the file and size, for corrupting one frame."""
