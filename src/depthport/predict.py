@@ -15,7 +15,8 @@ from .atomic import atomic_paths
 from .core.report_model import Units, load
 from .core.schema import ReportJson
 from .outdir import claim_output_files
-from .preprocess import InputError, letterbox_box, load_image, to_tensor
+from .focal import focal_px
+from .preprocess import FOCAL_KEY, InputError, letterbox_box, load_image, to_tensor
 from .registry import MODELS
 from .runtimes import load_runner
 from .visualize import colorize, depth_range, with_colorbar
@@ -57,10 +58,12 @@ def output_units(model_path: Path) -> Units | None:
     return load(Units, spec.units()) if spec is not None else None
 
 
-def check_focal(units: Units | None, focal: float | None, model_path: Path, image_path) -> None:
-    """``--focal`` is required where metres need it, and refused where they do not (one-line InputErrors)."""
+def check_focal(units: Units | None, focal: float | None, model_path: Path, image_path,
+                from_exif: bool = False) -> None:
+    """``--focal`` is required where metres need it, unless ``from_exif`` (photos may give it: ``Predictor.depth``
+    then asks each photo), and refused where they do not (one-line InputErrors)."""
     needs = bool(units and units.focal_reference_px)
-    if focal is None and needs:
+    if focal is None and needs and not from_exif:
         raise InputError(f"{model_path.name} gives metres only with the camera's focal length: pass --focal PX, the "
                          f"focal length in pixels of {Path(image_path).name} (metres = value x focal_px / "
                          f"{units.focal_reference_px:g} at the model's input size)")
@@ -71,6 +74,19 @@ def check_focal(units: Units | None, focal: float | None, model_path: Path, imag
                          f"{model_path.name}: {what}")
     if focal is not None and not (math.isfinite(focal) and focal > 0):
         raise InputError(f"--focal must be a positive number of pixels, got {focal:g}")
+
+
+def photo_focal(units: Units | None, image: Image.Image, model_path: Path) -> float | None:
+    """The focal length in pixels of ``image`` from its EXIF (``load_image`` keeps it), for a model whose metres
+    need it; None for other models. A photo without it is an InputError saying to pass --focal."""
+    ref = units.focal_reference_px if units else None
+    if not ref:
+        return None
+    if not (f35 := image.info.get(FOCAL_KEY)):
+        raise InputError(f"{model_path.name} gives metres only with the camera's focal length, and this photo's EXIF "
+                         "has no 35 mm-equivalent focal length (FocalLengthIn35mmFilm): pass --focal PX, its focal "
+                         f"length in pixels (metres = value x focal_px / {ref:g} at the model's input size)")
+    return focal_px(f35, image.size)
 
 
 def to_metres(depth: np.ndarray, units: Units | None, focal: float | None, image_size: tuple[int, int],
@@ -107,11 +123,12 @@ class Predictor:
     def __init__(self, model_path: str | Path, letterbox: bool = False, threads: int = 2, accelerator: str = "cpu",
                  gpu_precision: str = "fp32", focal: float | None = None, model_size: bool = False,
                  images: str | Path = "the image", prompt: str | Path | None = None, prompts_beside: bool = False,
-                 prompt_frames: str | Path | None = None):
+                 prompt_frames: str | Path | None = None, exif_focal: bool = True):
         self.model_path = Path(model_path)
         self.units = output_units(self.model_path)
-        check_focal(self.units, focal, self.model_path, images)
+        check_focal(self.units, focal, self.model_path, images, from_exif=exif_focal)
         self.letterbox, self.focal, self.model_size = letterbox, focal, model_size
+        self.exif_focals: list[float] = []  # the 35 mm-equivalent focal lengths (mm) read from photos, in order
         self.runner = load_runner(self.model_path, threads=threads, accelerator=accelerator,
                                   gpu_precision=gpu_precision)
         if len(self.runner.input_shape) != 4 or self.runner.input_shape[1] != 3:
@@ -179,9 +196,12 @@ class Predictor:
     def depth(self, image: Image.Image, extra: tuple | None = None) -> np.ndarray:
         """Depth (H, W) of an RGB image: at the image's size, or the model's with ``model_size``; metres for a
         metric model. ``extra``: this image's prompt (``prompt_beside``), else the one given at load."""
+        focal = self.focal
+        if focal is None and (focal := photo_focal(self.units, image, self.model_path)) is not None:
+            self.exif_focals.append(image.info[FOCAL_KEY])
         x = model_input(image, self.model_path, self.hw, self.letterbox)
         raw = np.asarray(self.runner.run(x, *(self.extra if extra is None else extra))).reshape(self.hw)
-        depth = to_metres(raw, self.units, self.focal, image.size, self.letterbox)
+        depth = to_metres(raw, self.units, focal, image.size, self.letterbox)
         return depth if self.model_size else photo_size(depth, (image.height, image.width), self.letterbox)
 
     def picture(self, depth: np.ndarray) -> Image.Image:
@@ -210,8 +230,9 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
     colourised depth as a PNG of the same size (with a colour-bar legend in metres inside it for a metric model) and, with
     ``out_npy``, the depth as float32 .npy.
 
-    ``focal`` is the camera's focal length in pixels of the image, which models whose metres need it require
-    (Depth Anything 3 Metric) and others refuse. ``prompt`` is the prompt depth file (16-bit PNG in millimetres, or
+    ``focal`` is the camera's focal length in pixels of the image, which models whose metres need it (Depth Anything 3
+    Metric) take from the photo's EXIF when it is None (``focal.focal_35mm``; an InputError where it has none), and
+    others refuse. ``prompt`` is the prompt depth file (16-bit PNG in millimetres, or
     .npy in metres) that prompted files (Prompt Depth Anything) require and others refuse. ``accelerator="gpu"`` runs a .tflite on the LiteRT GPU
     accelerator with ``gpu_precision`` compute (FP32 unless "fp16" is asked for). The output paths are checked
     before anything runs (an existing folder, or a file where a folder should be, is an InputError); the PNG and
@@ -221,6 +242,8 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
                         for option, out, suffix in (("-o", out_png, ".png"), ("--npy", out_npy, ".npy"))],
                        {model_path.resolve(): "the model file", Path(image_path).resolve(): "the image"})
     image = load_image(image_path)
+    if focal is None:  # before the model loads: a photo without its focal length fails at once
+        focal = photo_focal(output_units(model_path), image, model_path)
     predictor = Predictor(model_path, letterbox, threads, accelerator, gpu_precision, focal, model_size, image_path,
                           prompt)
     depth = predictor.depth(image)

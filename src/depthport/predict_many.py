@@ -29,6 +29,7 @@ import numpy as np
 
 from .atomic import atomic_paths
 from .errors import InputError
+from .focal import photos_note
 from .outdir import check_output_file, claim_output_files
 from .predict import Predictor, write_depth
 from .predict_inputs import Inputs, Item, videos_passed_over
@@ -47,19 +48,19 @@ class Tally:
     done: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
     start: float = field(default_factory=time.perf_counter)
-    note: str = ""  # said after the counts (a video that ends before its header says; a folder's videos)
+    notes: list[str] = field(default_factory=list)  # said after the counts: a folder's videos, a truncated video, ...
 
     def skip(self, item: Item, error: str) -> None:
         self.skipped.append((item.name, error))
 
     def line(self) -> str:
-        """'12 images, 1 skipped (bad.jpg: ...), 3.4 fps', then the note if any ('; 2 videos in the folder ...')."""
+        """'12 images, 1 skipped (bad.jpg: ...), 3.4 fps', then the notes if any ('; 2 videos (...) in the folder ...')."""
         shown = "; ".join(f"{name}: {error}" for name, error in self.skipped[:3])
         more = "; ..." if len(self.skipped) > 3 else ""
         skipped = f"{len(self.skipped)} skipped" + (f" ({shown}{more})" if self.skipped else "")
         rate = self.done / max(time.perf_counter() - self.start, 1e-9)
         count = self.done + len(self.skipped)
-        note = f"; {self.note}" if self.note else ""
+        note = "".join(f"; {note}" for note in self.notes if note)
         return f"{count} {self.noun if count != 1 else self.noun[:-1]}, {skipped}, {rate:.1f} fps{note}"
 
     def check_any(self) -> None:
@@ -130,7 +131,8 @@ def _depth(predictor: Predictor, item: Item, tally: Tally, shape: tuple[int, ...
 def predict_images(predictor: Predictor, inputs: Inputs, outputs: list[tuple[Path, Path | None]], tally: Tally,
                    on_item: OnItem | None = None) -> None:
     """Each image's depth PNG (and .npy) written whole, one image at a time, in order."""
-    tally.start, tally.note = time.perf_counter(), videos_passed_over(inputs)
+    tally.start = time.perf_counter()
+    tally.notes.append(videos_passed_over(inputs))
     for item, (png, npy) in zip(inputs.items(), outputs):
         depth = _depth(predictor, item, tally)
         if depth is not None:
@@ -138,6 +140,7 @@ def predict_images(predictor: Predictor, inputs: Inputs, outputs: list[tuple[Pat
             tally.done += 1
         if on_item:
             on_item(item, depth is not None)
+    tally.notes.append(photos_note(predictor.exif_focals))
     tally.check_any()
 
 
@@ -165,11 +168,12 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
                 last = item.time if item.time is not None else last
             tally.check_any()
             stack.finish()
-        tally.note = ends_early(inputs, last)
+        early = ends_early(inputs, last)
+        tally.notes.append(early)
         stamps_tmp.write_text(json.dumps({
             "video": inputs.files[0].name, "fps": float(inputs.fps) if inputs.fps else None,
             "stack": paths[1].name, "frame": frames, "time_s": times, "skipped": skipped,
-            "declared_end_s": inputs.end_s, "ends_early": tally.note or None}) + "\n")
+            "declared_end_s": inputs.end_s, "ends_early": early or None}) + "\n")
 
 
 def ends_early(inputs: Inputs, last: float | None) -> str:

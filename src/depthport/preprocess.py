@@ -12,6 +12,7 @@ import pi_heif
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from .errors import InputError
+from .focal import focal_35mm
 
 # HEIC/HEIF (the iPhone's default, Samsung's and Fujifilm's .HIF) through libheif: pi-heif is pillow-heif's decoding
 # build (libheif and libde265, LGPL, no GPL encoder). It applies the file's own rotation and mirroring (irot/imir)
@@ -28,6 +29,7 @@ RAW_ADVICE = "camera RAW is sensor data to be developed; export a JPEG or TIFF f
 # 200-megapixel photos (16320x12240): depthport reads up to MAX_PIXELS (268) and refuses a larger image in one line,
 # from its header, before decoding it.
 MAX_PIXELS = 2**28
+FOCAL_KEY = "focal_35mm"  # in a loaded image's info: its EXIF 35 mm-equivalent focal length (``focal.focal_35mm``)
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -77,6 +79,8 @@ def load_image(path: str | Path) -> Image.Image:
       with a clear line from its header, before anything is decoded.
     - Camera RAW files (``RAW_SUFFIXES``) are refused with a clear line: a viewer develops them, Pillow would
       give an embedded preview at best.
+    - The EXIF 35 mm-equivalent focal length, where the file has one, is kept in ``info[FOCAL_KEY]`` (mm): the
+      metres of models that need the focal length come from it when ``--focal`` is not given.
     - 32-bit integer (I) and float (F) images are refused with a clear line: viewers agree on no mapping of their
       values to 8-bit RGB (full range? 0..1? a depth map?), so they must be converted to 8 bits first.
     """
@@ -102,8 +106,12 @@ def load_image(path: str | Path) -> Image.Image:
             if img.mode in ("I", "F"):
                 raise InputError(f"unsupported image mode {img.mode!r} in {path}: a 32-bit greyscale image "
                                  "has no defined mapping to 8-bit RGB; convert it to 8 bits first")
+            f35 = focal_35mm(img)
             img = ImageOps.exif_transpose(img)
-            return _to_rgb(_grey_8bit(img) if img.mode.startswith("I;16") else img, path)
+            rgb = _to_rgb(_grey_8bit(img) if img.mode.startswith("I;16") else img, path)
+            if f35:
+                rgb.info[FOCAL_KEY] = f35
+            return rgb
     except InputError:
         raise
     except FileNotFoundError:

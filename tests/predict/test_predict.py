@@ -255,16 +255,22 @@ def test_depth_is_at_the_photos_size_unless_model_size(tiny_tflite, tmp_path, ca
     np.testing.assert_allclose(depth, bicubic(model, (30, 60)), rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("meaning", [METRES, CANONICAL])
-def test_metric_depth_stays_in_metres_at_the_photos_size(tiny_tflite, tmp_path, capsys, meaning):
-    """Resizing does not rescale values: the photo-size metres are the bicubic resize of the model-size metres,
-    which are the raw output (times focal x scale / 300 for canonical depth, at the input size)."""
+def metric_file(tiny_tflite, tmp_path, meaning: str) -> Path:
+    """The tiny file with a report.json saying its output is metres, or canonical depth (times focal_px / 300)."""
     folder = tmp_path / "export"
     folder.mkdir()
     model = folder / "metric.tflite"
     model.write_bytes(Path(tiny_tflite).read_bytes())
     units = output_units(meaning, 20.0) if meaning == METRES else output_units(meaning, focal_reference=300.0)
     (folder / "report.json").write_text(json.dumps({"output_units": units}))
+    return model
+
+
+@pytest.mark.parametrize("meaning", [METRES, CANONICAL])
+def test_metric_depth_stays_in_metres_at_the_photos_size(tiny_tflite, tmp_path, capsys, meaning):
+    """Resizing does not rescale values: the photo-size metres are the bicubic resize of the model-size metres,
+    which are the raw output (times focal x scale / 300 for canonical depth, at the input size)."""
+    model = metric_file(tiny_tflite, tmp_path, meaning)
     photo(45, 70).save(tmp_path / "p.png")
     focal = ["--focal", "700"] if meaning == CANONICAL else []
     depth = single(capsys, model, tmp_path / "p.png", tmp_path / "photo", *focal)
@@ -274,6 +280,39 @@ def test_metric_depth_stays_in_metres_at_the_photos_size(tiny_tflite, tmp_path, 
     factor = 700 * (70 / 70 + 56 / 45) / 2 / 300 if meaning == CANONICAL else 1.0
     np.testing.assert_allclose(at_input, raw * factor, rtol=1e-6)
     np.testing.assert_allclose(depth, bicubic(at_input, (45, 70)), rtol=0, atol=1e-6)
+
+
+def test_canonical_metres_take_each_photos_focal_length_from_its_exif(tiny_tflite, tmp_path, capsys):
+    """A phone writes its 35 mm-equivalent focal length (EXIF FocalLengthIn35mmFilm): without --focal, a model whose
+    metres need the focal length takes it from there, f35 / 43.27 mm times the photo's diagonal in pixels (so the
+    EXIF orientation changes nothing), and says so. The same depth as --focal with that many pixels. A photo without
+    it is refused alone and skipped in a folder, with what to pass; a video (no EXIF) needs --focal."""
+    import math
+
+    model = metric_file(tiny_tflite, tmp_path, CANONICAL)
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    exif.get_ifd(0x8769)[0xA405] = 26  # the Exif IFD's FocalLengthIn35mmFilm, in mm
+    (tmp_path / "photos").mkdir()
+    photo(45, 70).save(tmp_path / "photos" / "IMG_0001.JPG", exif=exif, quality=95)
+    photo(45, 70).save(tmp_path / "photos" / "screenshot.png")
+    px = 26 * math.hypot(45, 70) / math.hypot(36, 24)
+    out, _ = ok(capsys, ["predict", model, tmp_path / "photos" / "IMG_0001.JPG", "-o", tmp_path / "exif.png", "--npy"])
+    assert f" m; focal {px:.0f} px from the photo's EXIF (26 mm in 35 mm terms; --focal overrides it)" in out
+    depth = np.load(tmp_path / "exif.npy")
+    given = single(capsys, model, tmp_path / "photos" / "IMG_0001.JPG", tmp_path / "given", "--focal", repr(px))
+    assert depth.shape == (70, 45)
+    np.testing.assert_allclose(depth, given, rtol=1e-6)
+    out, err = ok(capsys, ["predict", model, tmp_path / "photos", "-o", tmp_path / "many", "--npy"])
+    assert "2 images, 1 skipped (screenshot.png: metric.tflite gives metres only with the camera's focal length, " \
+           "and this photo's EXIF has no 35 mm-equivalent focal length (FocalLengthIn35mmFilm): pass --focal PX" in out
+    assert "; metres from each photo's EXIF focal length (26 mm in 35 mm terms; --focal overrides it); wrote" in out
+    np.testing.assert_allclose(np.load(tmp_path / "many" / "IMG_0001.npy"), depth, rtol=1e-6)
+    assert main(["predict", str(model), str(tmp_path / "photos" / "screenshot.png"), "-o", str(tmp_path / "s.png")]) == 2
+    assert "EXIF has no 35 mm-equivalent focal length (FocalLengthIn35mmFilm): pass --focal PX" in capsys.readouterr().err
+    make_video(tmp_path / "clip.mp4", 2)
+    assert main(["predict", str(model), str(tmp_path / "clip.mp4"), "-o", str(tmp_path / "v.mp4")]) == 2
+    assert "pass --focal PX, the focal length in pixels of clip.mp4" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------------ many images

@@ -31,8 +31,9 @@ def add_parser(subparsers):
                    help="keep the depth at the model's input size (default: resized to the input's size, bicubic "
                         "as transformers' post_process_depth_estimation)")
     p.add_argument("--focal", type=float, metavar="PX",
-                   help="the camera's focal length in pixels of the input: required by models whose metres need it "
-                        "(da3-metric-large: metres = value x focal_px / 300 at the input size)")
+                   help="the camera's focal length in pixels of the input, for models whose metres need it "
+                        "(da3-metric-large: metres = value x focal_px / 300 at the input size); default: each "
+                        "photo's own, from its EXIF 35 mm-equivalent focal length (a video needs --focal)")
     p.add_argument("--letterbox", action="store_true", help="pad to the model's aspect instead of stretching")
     p.add_argument("--prompt", metavar="DEPTH",
                    help="prompted models (prompt-da-*): the coarse metric depth of the photo, a 16-bit PNG in "
@@ -80,9 +81,23 @@ def _one(args, image: Path, out: Path, options: dict) -> int:
         depth = predict(args.file, image, out, npy, prompt=args.prompt, **options)
     units = output_units(Path(args.file))
     unit = " m" if units and units.metric else ""
+    focal = _focal_note(args, image, units)
     console().print(f"wrote {out}" + (f" and {npy}" if npy else "") + f": depth {depth.shape[0]}x"
-                    f"{depth.shape[1]}, range {depth.min():.4g}..{depth.max():.4g}{unit}")
+                    f"{depth.shape[1]}, range {depth.min():.4g}..{depth.max():.4g}{unit}{focal}",
+                    markup=False, highlight=False, soft_wrap=True)
     return 0
+
+
+def _focal_note(args, image: Path, units) -> str:
+    """'; focal 3028 px from the photo's EXIF (...)' where the metres used it, else ""."""
+    from PIL import Image
+
+    from ..focal import focal_35mm, photo_note
+
+    if args.focal is not None or not (units and units.focal_reference_px):
+        return ""
+    with Image.open(image) as img:
+        return f"; {photo_note(focal_35mm(img), img.size)}"
 
 
 def _many(args, inputs, out: Path, options: dict) -> int:
@@ -105,11 +120,15 @@ def _many(args, inputs, out: Path, options: dict) -> int:
     try:
         with native_stderr_muted(not args.verbose):
             predictor = Predictor(model, images=args.image, prompts_beside=not video,
-                                  prompt_frames=args.prompt if video else None, **options)
-            with item_progress(status, tally.noun, inputs.total if video else len(inputs.files)) as advance:
-                run_many(predictor, inputs, paths, tally,
-                         lambda item, ok: advance(item.name, None if ok else tally.skipped[-1][1]))
-            del predictor  # the runtime's teardown messages, muted too
+                                  prompt_frames=args.prompt if video else None, exif_focal=not video, **options)
+            try:
+                with item_progress(status, tally.noun, inputs.total if video else len(inputs.files)) as advance:
+                    run_many(predictor, inputs, paths, tally,
+                             lambda item, ok: advance(item.name, None if ok else tally.skipped[-1][1]))
+            except InputError as exc:  # raised without the frames below, which hold the predictor
+                raise exc.with_traceback(None) from None
+            finally:
+                del predictor  # the runtime's teardown messages muted too, also when no input could be processed
     except KeyboardInterrupt:
         kept = ("nothing was written (the depth video, its stack and timestamps are renamed into place only at "
                 "the end)" if video else
