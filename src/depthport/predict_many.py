@@ -54,7 +54,7 @@ class Tally:
         self.skipped.append((item.name, error))
 
     def line(self) -> str:
-        """'12 images, 1 skipped (bad.jpg: ...), 3.4 fps', then the notes if any ('; 2 videos (...) in the folder ...')."""
+        """'12 images, 1 skipped (bad.jpg: ...), 3.4 fps', then any notes ('; 2 videos (...) in the folder ...')."""
         shown = "; ".join(f"{name}: {error}" for name, error in self.skipped[:3])
         more = "; ..." if len(self.skipped) > 3 else ""
         skipped = f"{len(self.skipped)} skipped" + (f" ({shown}{more})" if self.skipped else "")

@@ -308,8 +308,10 @@ def test_canonical_metres_take_each_photos_focal_length_from_its_exif(tiny_tflit
            "and this photo's EXIF has no 35 mm-equivalent focal length (FocalLengthIn35mmFilm): pass --focal PX" in out
     assert "; metres from each photo's EXIF focal length (26 mm in 35 mm terms; --focal overrides it); wrote" in out
     np.testing.assert_allclose(np.load(tmp_path / "many" / "IMG_0001.npy"), depth, rtol=1e-6)
-    assert main(["predict", str(model), str(tmp_path / "photos" / "screenshot.png"), "-o", str(tmp_path / "s.png")]) == 2
-    assert "EXIF has no 35 mm-equivalent focal length (FocalLengthIn35mmFilm): pass --focal PX" in capsys.readouterr().err
+    alone = tmp_path / "photos" / "screenshot.png"
+    assert main(["predict", str(model), str(alone), "-o", str(tmp_path / "alone.png")]) == 2
+    err = capsys.readouterr().err
+    assert "EXIF has no 35 mm-equivalent focal length (FocalLengthIn35mmFilm): pass --focal PX" in err
     make_video(tmp_path / "clip.mp4", 2)
     assert main(["predict", str(model), str(tmp_path / "clip.mp4"), "-o", str(tmp_path / "v.mp4")]) == 2
     assert "pass --focal PX, the focal length in pixels of clip.mp4" in capsys.readouterr().err
