@@ -28,7 +28,7 @@ from depthport.core.images import folder_set
 from depthport.errors import InputError
 from depthport.predict import Predictor
 from depthport.predict_inputs import open_inputs
-from depthport.preprocess import letterbox_box, load_image
+from depthport.preprocess import FOCAL_KEY, letterbox_box, load_image
 from depthport.quiet import native_stderr_muted
 from depthport.spec import CANONICAL, METRES, output_units
 
@@ -391,7 +391,8 @@ DATA = Path(__file__).parent / "data"
 def heic_source() -> np.ndarray:
     """The 64x48 picture (top band yellow, left band blue, red growing rightward) that tests/predict/data/'s two HEIC
     files were encoded from with pillow-heif 1.8.1 (libheif 1.23, x265, quality 95): IMG_0001.HEIC as an iPhone
-    stores a portrait photo (the pixels landscape, an irot box turning them, EXIF orientation 6 beside it), and
+    stores a portrait photo (the pixels landscape, an irot box turning them, EXIF orientation 6 beside it, and the
+    35 mm-equivalent focal length, 26 mm), and
     hdr10_profile.heic at 10 bits with ``swapped_profile()`` embedded. No encoder is installed here (pi-heif decodes
     only), so the files are committed (1.2 and 1.4 KB)."""
     y, x = np.mgrid[0:48, 0:64]
@@ -413,6 +414,7 @@ def test_iphone_heic_is_read_as_shown_and_turned_once(tmp_path):
     assert shown.shape == upright.shape == (64, 48, 3)  # not turned, or turned twice, it would be 48 x 64
     assert np.abs(shown - upright).mean() < 3 and np.abs(shown - upright).max() <= 12
     assert np.abs(shown - upright[::-1, ::-1]).mean() > 40  # nor upside down
+    assert load_image(DATA / "IMG_0001.HEIC").info[FOCAL_KEY] == 26  # for metric models that need a focal length
     colours = np.asarray(load_image(DATA / "hdr10_profile.heic")).astype(int)
     assert colours.shape == (48, 64, 3)
     assert np.abs(colours - heic_source()[..., ::-1]).mean() < 3  # red and blue exchanged, as its profile says
