@@ -282,11 +282,13 @@ def test_metric_depth_stays_in_metres_at_the_photos_size(tiny_tflite, tmp_path, 
     np.testing.assert_allclose(depth, bicubic(at_input, (45, 70)), rtol=0, atol=1e-6)
 
 
-def test_canonical_metres_take_each_photos_focal_length_from_its_exif(tiny_tflite, tmp_path, capsys):
+def test_canonical_metres_take_each_photos_focal_length_from_its_exif(tiny_tflite, tmp_path, capsys, monkeypatch):
     """A phone writes its 35 mm-equivalent focal length (EXIF FocalLengthIn35mmFilm): without --focal, a model whose
     metres need the focal length takes it from there, f35 / 43.27 mm times the photo's diagonal in pixels (so the
     EXIF orientation changes nothing), and says so. The same depth as --focal with that many pixels. A photo without
-    it is refused alone and skipped in a folder, with what to pass; a video (no EXIF) needs --focal."""
+    it is refused alone and skipped in a folder, with what to pass; a video (no EXIF) needs --focal. For the one-photo
+    command Pillow's decompression-bomb guard is set far below the photo: each read of it (the pixels, then the EXIF
+    for the line) lifts the guard, as a phone's 200-megapixel photo needs (depthport's MAX_PIXELS applies instead)."""
     import math
 
     model = metric_file(tiny_tflite, tmp_path, CANONICAL)
@@ -297,7 +299,10 @@ def test_canonical_metres_take_each_photos_focal_length_from_its_exif(tiny_tflit
     photo(45, 70).save(tmp_path / "photos" / "IMG_0001.JPG", exif=exif, quality=95)
     photo(45, 70).save(tmp_path / "photos" / "screenshot.png")
     px = 26 * math.hypot(45, 70) / math.hypot(36, 24)
-    out, _ = ok(capsys, ["predict", model, tmp_path / "photos" / "IMG_0001.JPG", "-o", tmp_path / "exif.png", "--npy"])
+    with monkeypatch.context() as guarded:
+        guarded.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+        out, _ = ok(capsys, ["predict", model, tmp_path / "photos" / "IMG_0001.JPG", "-o", tmp_path / "exif.png",
+                             "--npy"])
     assert f" m; focal {px:.0f} px from the photo's EXIF (26 mm in 35 mm terms; --focal overrides it)" in out
     depth = np.load(tmp_path / "exif.npy")
     given = single(capsys, model, tmp_path / "photos" / "IMG_0001.JPG", tmp_path / "given", "--focal", repr(px))

@@ -89,15 +89,13 @@ def _one(args, image: Path, out: Path, options: dict) -> int:
 
 
 def _focal_note(args, image: Path, units) -> str:
-    """'; focal 3028 px from the photo's EXIF (...)' where the metres used it, else ""."""
-    from PIL import Image
-
-    from ..focal import focal_35mm, photo_note
+    """'; focal 3029 px from the photo's EXIF (...)' where the metres used it, else ""."""
+    from ..focal import photo_note
+    from ..preprocess import exif_focal
 
     if args.focal is not None or not (units and units.focal_reference_px):
         return ""
-    with Image.open(image) as img:
-        return f"; {photo_note(focal_35mm(img), img.size)}"
+    return f"; {photo_note(*exif_focal(image))}"
 
 
 def _many(args, inputs, out: Path, options: dict) -> int:
