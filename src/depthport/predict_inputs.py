@@ -48,7 +48,7 @@ class Inputs:
     fps: Fraction | None = None
     time_base: Fraction | None = None
     end_s: float | None = None  # a video's end as its header declares it, on its frames' clock (start + duration)
-    videos: list[str] = field(default_factory=list)  # a folder's video files, passed over: a folder takes images
+    videos: list[str] = field(default_factory=list)  # videos in a folder or pattern, passed over: those take images
 
     @property
     def names(self) -> list[str]:
@@ -69,8 +69,9 @@ def _has_magic(text: str) -> bool:
 def open_inputs(source: str | Path) -> Inputs:
     """The inputs ``source`` names: an existing folder (its image files, as ``core.images.image_files`` lists
     them, not recursive), a file or path with a video suffix (``VIDEO_SUFFIXES``), a quoted glob pattern (every
-    file it matches, ``**`` recursive, sorted by path), else one image. A pattern matching nothing, a folder with
-    no images or a video that cannot be opened is an InputError. A leading ``~`` is the home folder (a quoted
+    file it matches, ``**`` recursive, sorted by path), else one image. Videos in a folder or matching a pattern are
+    passed over (``Inputs.videos``: the summary names them). A pattern matching nothing, a folder or pattern with no
+    image, or a video that cannot be opened is an InputError. A leading ``~`` is the home folder (a quoted
     pattern reaches us unexpanded); a URL is refused in one line."""
     if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://", str(source)):
         raise InputError(f"{source} is a URL, and depthport reads local files: download it first (curl -O URL)")
@@ -86,12 +87,15 @@ def open_inputs(source: str | Path) -> Inputs:
         hint = (f"; {len(other)} file(s) match it in another letter case ({Path(other[0]).name}, ...): a pattern "
                 "matches letters as written, as the shell's does" if other else "")
         raise InputError(f"no files match the pattern {text!r}{hint}")
-    if videos := [f.name for f in files if f.suffix.lower() in VIDEO_SUFFIXES]:
-        raise InputError(f"the pattern {text!r} matches videos ({', '.join(videos[:3])}): a pattern or a folder "
-                         "takes images; give a video on its own")
+    videos = [f for f in files if f.suffix.lower() in VIDEO_SUFFIXES]
+    if len(videos) == len(files):
+        raise InputError(f"the pattern {text!r} matches {_videos([f.name for f in videos])} and no image: a pattern "
+                         "or a folder takes images; give each video on its own")
     parts = path.parts
     fixed = next(i for i, part in enumerate(parts) if _has_magic(part))
-    return Inputs("images", text, files, root=Path(*parts[:fixed]) if fixed else Path("."))
+    root = Path(*parts[:fixed]) if fixed else Path(".")
+    return Inputs("images", text, [f for f in files if f not in videos], root=root,
+                  videos=[Path(os.path.relpath(f, root)).as_posix() for f in videos])
 
 
 def _open_folder(path: Path, text: str) -> Inputs:
@@ -119,8 +123,9 @@ def _videos(names: list[str]) -> str:
 
 
 def videos_passed_over(inputs: Inputs) -> str:
-    """The summary's note for a folder that held videos beside its images; "" for none."""
-    return f"{_videos(inputs.videos)} in the folder passed over: give each video on its own" if inputs.videos else ""
+    """The summary's note for a folder or pattern that held videos beside its images; "" for none."""
+    where = "in the folder" if Path(inputs.source).is_dir() else "matching the pattern"
+    return f"{_videos(inputs.videos)} {where} passed over: give each video on its own" if inputs.videos else ""
 
 
 def _any_case(pattern: str) -> str:

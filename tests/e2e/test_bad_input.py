@@ -292,7 +292,7 @@ def tiny_video(path: Path, frames: int = 2) -> Path:
     ("missing-video", "video not found"),
     ("no-match", "no files match the pattern"),
     ("only-bad-images", "none of the 2 images could be processed; first: bad.png: cannot read image"),
-    ("videos-in-a-pattern", "matches videos (clip.mp4): a pattern or a folder takes images"),
+    ("videos-in-a-pattern", "matches 1 video (clip.mp4) and no image: a pattern or a folder takes images"),
     ("videos-in-a-folder", "holds 1 video (clip.mp4) and no image: a folder takes images; give each video on its own"),
 ])
 def test_many_inputs_that_cannot_be_read_are_one_line(tiny_tflite, tmp_path, out, capsys, case, message):
