@@ -14,10 +14,10 @@ from typing import Iterator
 
 from PIL import Image
 
-from .core.images import image_files
+from .core.images import image_files, image_suffixes
 from .core.prompts import is_prompt_file
 from .errors import InputError
-from .preprocess import load_image
+from .preprocess import RAW_SUFFIXES, load_image
 
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".wmv", ".flv")
 _ROTATIONS = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, -180: Image.Transpose.ROTATE_180,
@@ -49,11 +49,15 @@ class Inputs:
     time_base: Fraction | None = None
     end_s: float | None = None  # a video's end as its header declares it, on its frames' clock (start + duration)
     videos: list[str] = field(default_factory=list)  # videos in a folder or pattern, passed over: those take images
+    others: list[str] = field(default_factory=list)  # files a pattern matches not named like images (.json, .AAE)
 
     @property
     def names(self) -> list[str]:
         """Each image file's path relative to ``root``, with forward slashes."""
-        return [Path(os.path.relpath(file, self.root)).as_posix() for file in self.files]
+        return self.relative(self.files)
+
+    def relative(self, files: list[Path]) -> list[str]:
+        return [Path(os.path.relpath(file, self.root)).as_posix() for file in files]
 
     def items(self) -> Iterator[Item]:
         """The items, read one at a time as the iteration reaches them."""
@@ -70,9 +74,11 @@ def open_inputs(source: str | Path) -> Inputs:
     """The inputs ``source`` names: an existing folder (its image files, as ``core.images.image_files`` lists
     them, not recursive), a file or path with a video suffix (``VIDEO_SUFFIXES``), a quoted glob pattern (every
     file it matches, ``**`` recursive, sorted by path), else one image. Videos in a folder or matching a pattern are
-    passed over (``Inputs.videos``: the summary names them). A pattern matching nothing, a folder or pattern with no
-    image, or a video that cannot be opened is an InputError. A leading ``~`` is the home folder (a quoted
-    pattern reaches us unexpanded); a URL is refused in one line."""
+    passed over (``Inputs.videos``: the summary names them), and so are files a pattern matches that are not named
+    like images (``Inputs.others``: Google Takeout's .json and the iPhone's .AAE sidecars; a file with no suffix is
+    tried). A pattern matching nothing, a folder or pattern with no image, or a video that cannot be opened is an
+    InputError. A leading ``~`` is the home folder (a quoted pattern reaches us unexpanded); a URL is refused in
+    one line."""
     if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://", str(source)):
         raise InputError(f"{source} is a URL, and depthport reads local files: download it first (curl -O URL)")
     text = os.path.expanduser(str(source))
@@ -87,15 +93,27 @@ def open_inputs(source: str | Path) -> Inputs:
         hint = (f"; {len(other)} file(s) match it in another letter case ({Path(other[0]).name}, ...): a pattern "
                 "matches letters as written, as the shell's does" if other else "")
         raise InputError(f"no files match the pattern {text!r}{hint}")
-    videos = [f for f in files if f.suffix.lower() in VIDEO_SUFFIXES]
-    if len(videos) == len(files):
+    images, videos, others = [], [], []
+    for f in files:
+        (videos if f.suffix.lower() in VIDEO_SUFFIXES else images if _maybe_image(f) else others).append(f)
+    if not images and videos and not others:
         raise InputError(f"the pattern {text!r} matches {_videos([f.name for f in videos])} and no image: a pattern "
                          "or a folder takes images; give each video on its own")
+    if not images:
+        raise InputError(f"the pattern {text!r} matches no file named like an image: {_others(others)}"
+                         + (f" and {_videos([f.name for f in videos])}" if videos else ""))
     parts = path.parts
     fixed = next(i for i, part in enumerate(parts) if _has_magic(part))
     root = Path(*parts[:fixed]) if fixed else Path(".")
-    return Inputs("images", text, [f for f in files if f not in videos], root=root,
-                  videos=[Path(os.path.relpath(f, root)).as_posix() for f in videos])
+    inputs = Inputs("images", text, images, root=root)
+    inputs.videos, inputs.others = inputs.relative(videos), inputs.relative(others)
+    return inputs
+
+
+def _maybe_image(path: Path) -> bool:
+    """Named like an image (a format Pillow reads here, or camera RAW, which gets its advice), or with no suffix."""
+    suffix = path.suffix.lower()
+    return not suffix or suffix in image_suffixes() or suffix in RAW_SUFFIXES
 
 
 def _open_folder(path: Path, text: str) -> Inputs:
@@ -122,10 +140,19 @@ def _videos(names: list[str]) -> str:
     return f"{len(names)} video{'s' * (len(names) != 1)} ({shown})"
 
 
-def videos_passed_over(inputs: Inputs) -> str:
-    """The summary's note for a folder or pattern that held videos beside its images; "" for none."""
+def _others(names: list[str] | list[Path]) -> str:
+    """'3 other files (.AAE, .json)': the suffixes of files not named like images."""
+    suffixes = sorted({Path(name).suffix for name in names}, key=str.lower)
+    return f"{len(names)} other file{'s' * (len(names) != 1)} ({', '.join(suffixes)})"
+
+
+def passed_over(inputs: Inputs) -> str:
+    """The summary's note on what a folder or pattern held beside its images and was not read; "" for nothing."""
     where = "in the folder" if Path(inputs.source).is_dir() else "matching the pattern"
-    return f"{_videos(inputs.videos)} {where} passed over: give each video on its own" if inputs.videos else ""
+    notes = [f"{_videos(inputs.videos)} {where} passed over: give each video on its own"] if inputs.videos else []
+    if inputs.others:
+        notes.append(f"{_others(inputs.others)} {where} passed over, not named like images")
+    return "; ".join(notes)
 
 
 def _any_case(pattern: str) -> str:

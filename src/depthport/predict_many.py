@@ -32,7 +32,7 @@ from .errors import InputError
 from .focal import photos_note
 from .outdir import check_output_file, claim_output_files
 from .predict import Predictor, write_depth
-from .predict_inputs import Inputs, Item, videos_passed_over
+from .predict_inputs import Inputs, Item, passed_over
 
 VIDEO_FORMATS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska"}
 # An output named like one of these is a file: for many images, -o and --npy are folders (a folder that already
@@ -132,7 +132,7 @@ def predict_images(predictor: Predictor, inputs: Inputs, outputs: list[tuple[Pat
                    on_item: OnItem | None = None) -> None:
     """Each image's depth PNG (and .npy) written whole, one image at a time, in order."""
     tally.start = time.perf_counter()
-    tally.notes.append(videos_passed_over(inputs))
+    tally.notes.append(passed_over(inputs))
     for item, (png, npy) in zip(inputs.items(), outputs):
         depth = _depth(predictor, item, tally)
         if depth is not None:

@@ -475,8 +475,8 @@ def test_camera_raw_is_refused_with_what_to_do_and_passed_over_beside_its_jpeg(t
 # ------------------------------------------------------------------------------------------------ video
 def test_videos_in_a_folder_of_photos_are_passed_over_and_named(tiny_tflite, photos, tmp_path, capsys):
     """A phone's export: each Live Photo's .MOV beside its still. The stills are predicted, and the summary names
-    the videos passed over (a folder takes images) instead of leaving them out in silence; by a pattern too (which
-    tries every other file it matches: notes.txt is skipped as unreadable)."""
+    the videos passed over (a folder takes images) instead of leaving them out in silence. A pattern passes over
+    videos too, and the files not named like images that it matches (sidecars, notes), naming their suffixes."""
     for name in ("IMG_0001.MOV", "IMG_0002.MOV"):
         make_video(photos / name, 2)
     assert open_inputs(photos).videos == ["IMG_0001.MOV", "IMG_0002.MOV"]
@@ -485,9 +485,13 @@ def test_videos_in_a_folder_of_photos_are_passed_over_and_named(tiny_tflite, pho
     assert " fps; 2 videos (IMG_0001.MOV, IMG_0002.MOV) in the folder passed over: give each video on its own; " \
            "wrote" in out
     assert not any(p.name.startswith("IMG_") for p in (tmp_path / "out").iterdir())
+    (photos / "IMG_0001.AAE").write_text("<plist/>")  # the iPhone's edit sidecar; Google Takeout's .json alike
     out, _ = ok(capsys, ["predict", tiny_tflite, f"{photos}/*", "-o", tmp_path / "pattern"])  # the same by a pattern
-    assert "5 images, 1 skipped (notes.txt: cannot read image" in out
-    assert "; 2 videos (IMG_0001.MOV, IMG_0002.MOV) matching the pattern passed over: give each video on its own" in out
+    assert "4 images, 0 skipped, " in out
+    assert "; 2 videos (IMG_0001.MOV, IMG_0002.MOV) matching the pattern passed over: give each video on its own; " \
+           "2 other files (.AAE, .txt) matching the pattern passed over, not named like images; wrote" in out
+    with pytest.raises(InputError, match=r"matches no file named like an image: 1 other file \(\.AAE\) and 2 videos"):
+        open_inputs(f"{photos}/IMG_*")
 
 
 def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0) -> list[tuple[int, int]]:
