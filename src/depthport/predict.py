@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from PIL import Image
@@ -14,8 +15,8 @@ from PIL import Image
 from .atomic import atomic_paths
 from .core.report_model import Units, load
 from .core.schema import ReportJson
-from .outdir import claim_output_files
 from .focal import focal_px
+from .outdir import claim_output_files
 from .preprocess import FOCAL_KEY, InputError, letterbox_box, load_image, to_tensor
 from .registry import MODELS
 from .runtimes import load_runner
@@ -64,9 +65,8 @@ def check_focal(units: Units | None, focal: float | None, model_path: Path, imag
     then asks each photo), and refused where they do not (one-line InputErrors)."""
     needs = bool(units and units.focal_reference_px)
     if focal is None and needs and not from_exif:
-        raise InputError(f"{model_path.name} gives metres only with the camera's focal length: pass --focal PX, the "
-                         f"focal length in pixels of {Path(image_path).name} (metres = value x focal_px / "
-                         f"{units.focal_reference_px:g} at the model's input size)")
+        raise _focal_required(model_path, units.focal_reference_px, "",
+                              f"the focal length in pixels of {Path(image_path).name}")
     if focal is not None and not needs:
         what = "no report.json beside it says what its output is" if units is None else (
             f"its output is {units.meaning}")
@@ -83,10 +83,14 @@ def photo_focal(units: Units | None, image: Image.Image, model_path: Path) -> fl
     if not ref:
         return None
     if not (f35 := image.info.get(FOCAL_KEY)):
-        raise InputError(f"{model_path.name} gives metres only with the camera's focal length, and this photo's EXIF "
-                         "has no 35 mm-equivalent focal length (FocalLengthIn35mmFilm): pass --focal PX, its focal "
-                         f"length in pixels (metres = value x focal_px / {ref:g} at the model's input size)")
+        raise _focal_required(model_path, ref, ", and this photo's EXIF has no 35 mm-equivalent focal length "
+                              "(FocalLengthIn35mmFilm)", "its focal length in pixels")
     return focal_px(f35, image.size)
+
+
+def _focal_required(model_path: Path, ref: float, why: str, what: str) -> InputError:
+    return InputError(f"{model_path.name} gives metres only with the camera's focal length{why}: pass --focal PX, "
+                      f"{what} (metres = value x focal_px / {ref:g} at the model's input size)")
 
 
 def to_metres(depth: np.ndarray, units: Units | None, focal: float | None, image_size: tuple[int, int],
@@ -224,17 +228,19 @@ def write_depth(depth: np.ndarray, picture: Image.Image, out_png: str | Path, ou
 def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path, out_npy: str | Path | None = None,
             letterbox: bool = False, threads: int = 2, accelerator: str = "cpu",
             gpu_precision: str = "fp32", focal: float | None = None, model_size: bool = False,
-            prompt: str | Path | None = None) -> np.ndarray:
+            prompt: str | Path | None = None, on_focal: Callable[[float, tuple[int, int]], None] | None = None
+            ) -> np.ndarray:
     """Depth (H, W) of one image at the image's displayed size (``photo_size``: bicubic, as transformers
     resizes it), or at the model's input size with ``model_size``; in metres for a metric model. Writes the
     colourised depth as a PNG of the same size (with a colour-bar legend in metres inside it for a metric model) and, with
     ``out_npy``, the depth as float32 .npy.
 
     ``focal`` is the camera's focal length in pixels of the image, which models whose metres need it (Depth Anything 3
-    Metric) take from the photo's EXIF when it is None (``focal.focal_35mm``; an InputError where it has none), and
-    others refuse. ``prompt`` is the prompt depth file (16-bit PNG in millimetres, or
-    .npy in metres) that prompted files (Prompt Depth Anything) require and others refuse. ``accelerator="gpu"`` runs a .tflite on the LiteRT GPU
-    accelerator with ``gpu_precision`` compute (FP32 unless "fp16" is asked for). The output paths are checked
+    Metric) take from the photo's EXIF when it is None (``focal.focal_35mm``; an InputError where it has none;
+    ``on_focal(f35_mm, (W, H))`` is told what was used), and others refuse. ``prompt`` is the prompt depth file
+    (16-bit PNG in millimetres, or .npy in metres) that prompted files (Prompt Depth Anything) require and others
+    refuse. ``accelerator="gpu"`` runs a .tflite on the LiteRT GPU accelerator with ``gpu_precision`` compute (FP32
+    unless "fp16" is asked for). The output paths are checked
     before anything runs (an existing folder, or a file where a folder should be, is an InputError); the PNG and
     the .npy are written together or not at all."""
     model_path = Path(model_path)
@@ -244,6 +250,8 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
     image = load_image(image_path)
     if focal is None:  # before the model loads: a photo without its focal length fails at once
         focal = photo_focal(output_units(model_path), image, model_path)
+        if focal is not None and on_focal:
+            on_focal(image.info[FOCAL_KEY], image.size)
     predictor = Predictor(model_path, letterbox, threads, accelerator, gpu_precision, focal, model_size, image_path,
                           prompt)
     depth = predictor.depth(image)

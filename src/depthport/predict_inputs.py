@@ -148,7 +148,7 @@ def _others(names: list[str] | list[Path]) -> str:
 
 def passed_over(inputs: Inputs) -> str:
     """The summary's note on what a folder or pattern held beside its images and was not read; "" for nothing."""
-    where = "in the folder" if Path(inputs.source).is_dir() else "matching the pattern"
+    where = "in the folder" if inputs.root == Path(inputs.source) else "matching the pattern"
     notes = [f"{_videos(inputs.videos)} {where} passed over: give each video on its own"] if inputs.videos else []
     if inputs.others:
         notes.append(f"{_others(inputs.others)} {where} passed over, not named like images")

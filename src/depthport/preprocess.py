@@ -123,13 +123,6 @@ def load_image(path: str | Path) -> Image.Image:
         raise InputError(f"cannot read image {path}: {reason}") from None
 
 
-def exif_focal(path: str | Path) -> tuple[float | None, tuple[int, int]]:
-    """A photo's 35 mm-equivalent focal length (``focal.focal_35mm``, mm or None) and its size, from its header
-    alone (up to ``MAX_PIXELS``, as ``load_image`` reads it)."""
-    with _pixel_limit(), Image.open(path) as img:
-        return focal_35mm(img), img.size
-
-
 @contextlib.contextmanager
 def _pixel_limit():
     """Pillow's decompression-bomb guard off while a file is opened: ``load_image`` applies ``MAX_PIXELS`` itself."""

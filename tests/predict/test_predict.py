@@ -287,8 +287,8 @@ def test_canonical_metres_take_each_photos_focal_length_from_its_exif(tiny_tflit
     metres need the focal length takes it from there, f35 / 43.27 mm times the photo's diagonal in pixels (so the
     EXIF orientation changes nothing), and says so. The same depth as --focal with that many pixels. A photo without
     it is refused alone and skipped in a folder, with what to pass; a video (no EXIF) needs --focal. For the one-photo
-    command Pillow's decompression-bomb guard is set far below the photo: each read of it (the pixels, then the EXIF
-    for the line) lifts the guard, as a phone's 200-megapixel photo needs (depthport's MAX_PIXELS applies instead)."""
+    command Pillow's decompression-bomb guard is set far below the photo: the line's focal length comes from the one
+    read that lifts the guard, as a phone's 200-megapixel photo needs (depthport's MAX_PIXELS applies instead)."""
     import math
 
     model = metric_file(tiny_tflite, tmp_path, CANONICAL)

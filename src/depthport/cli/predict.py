@@ -73,29 +73,21 @@ def run(args) -> int:
 
 
 def _one(args, image: Path, out: Path, options: dict) -> int:
+    from ..focal import photo_note
     from ..predict import output_units, predict
     from ..quiet import native_stderr_muted
 
     npy = out.with_suffix(".npy") if args.npy == "" else args.npy
+    notes = []  # the focal length the metres took from the photo's EXIF, if they did
     with native_stderr_muted(not args.verbose):
-        depth = predict(args.file, image, out, npy, prompt=args.prompt, **options)
+        depth = predict(args.file, image, out, npy, prompt=args.prompt,
+                        on_focal=lambda f35, size: notes.append(f"; {photo_note(f35, size)}"), **options)
     units = output_units(Path(args.file))
     unit = " m" if units and units.metric else ""
-    focal = _focal_note(args, image, units)
     console().print(f"wrote {out}" + (f" and {npy}" if npy else "") + f": depth {depth.shape[0]}x"
-                    f"{depth.shape[1]}, range {depth.min():.4g}..{depth.max():.4g}{unit}{focal}",
+                    f"{depth.shape[1]}, range {depth.min():.4g}..{depth.max():.4g}{unit}{''.join(notes)}",
                     markup=False, highlight=False, soft_wrap=True)
     return 0
-
-
-def _focal_note(args, image: Path, units) -> str:
-    """'; focal 3029 px from the photo's EXIF (...)' where the metres used it, else ""."""
-    from ..focal import photo_note
-    from ..preprocess import exif_focal
-
-    if args.focal is not None or not (units and units.focal_reference_px):
-        return ""
-    return f"; {photo_note(*exif_focal(image))}"
 
 
 def _many(args, inputs, out: Path, options: dict) -> int:
