@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import io
 import json
+import socket
+import struct
+import threading
+import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -166,7 +171,30 @@ def test_serve_sends_isolation_headers(litert_verified):
             assert resp.headers["Cross-Origin-Embedder-Policy"] == "require-corp"
         with urllib.request.urlopen(url + "runtime/litert/wasm/litert_wasm_internal.wasm") as resp:
             assert resp.headers["Content-Type"] == "application/wasm"
-    assert make_server(folder).server_address[0] == "127.0.0.1"
+    server = make_server(folder)
+    try:
+        assert server.server_address[0] == "127.0.0.1"
+    finally:
+        server.server_close()
+
+
+def test_a_browser_leaving_mid_file_is_not_a_traceback(tmp_path, capsys):
+    """A reload or a closed tab while the model downloads resets the connection: nothing on the console (the
+    handler thread printed a ConnectionResetError traceback, into whichever test ran next)."""
+    from depthport.web.server import serving
+
+    (tmp_path / "model.tflite").write_bytes(bytes(32 << 20))
+    with serving(tmp_path) as url:
+        parts = urllib.parse.urlsplit(url)
+        with socket.create_connection((parts.hostname, parts.port)) as client:
+            client.sendall(b"GET /model.tflite HTTP/1.0\r\n\r\n")
+            assert client.recv(12) == b"HTTP/1.0 200"
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = reset
+        deadline = time.monotonic() + 60
+        while any(t.name.endswith("(process_request_thread)") for t in threading.enumerate()):
+            assert time.monotonic() < deadline, "the handler thread did not finish"
+            time.sleep(0.05)
+    assert capsys.readouterr().err == ""
 
 
 def test_serve_refuses_a_folder_that_is_not_a_web_export(tmp_path, capsys):

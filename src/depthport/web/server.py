@@ -34,6 +34,14 @@ class IsolatedHandler(http.server.SimpleHTTPRequestHandler):
         self.extra, self.quiet = ({} if extra is None else extra), quiet
         super().__init__(*args, **kwargs)
 
+    def handle(self) -> None:
+        """A browser that leaves mid-response (a reload, a closed tab, a cancelled download of the model) resets the
+        connection: one log line (with ``--log``), not a traceback on the console."""
+        try:
+            super().handle()
+        except ConnectionError as exc:
+            self.log_message("the client left before the response was sent (%s)", exc.strerror or exc)
+
     def translate_path(self, path: str) -> str:
         mapped = self.extra.get(path.split("?", 1)[0])
         return str(mapped) if mapped is not None else super().translate_path(path)
