@@ -3,6 +3,7 @@ pipeline with a second input: the LiteRT file (named inputs, GPU rules staticall
 verification with prompts, `predict --prompt`, and every bad prompt refused in one line."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -236,6 +237,23 @@ def test_verify_command_feeds_the_prompts(exported, tmp_path):
     report = json.loads((out / "report.json").read_text())
     assert report["verify"]["prompts"] == {"cat.jpg": "cat.prompt.png"} and report["prompt_shape"] == [1, 1, 192, 256]
     assert report["artifacts"][0]["checks"]["parity"]["state"] == "pass"
+
+
+def test_a_prompt_is_found_beside_an_image_whose_name_is_not_utf8(tmp_path):
+    """An image named in Latin-1 (caf\\xe9.jpg) is shown as caf\ufffd.jpg in reports; its prompt beside it,
+    caf\\xe9.prompt.png, is still found (it was looked up under the shown name, and verification refused)."""
+    from depthport.core.images import image_set
+    from depthport.core.prompts import prompt_set
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    Image.open(ASSET).save(folder / os.fsdecode(b"caf\xe9.jpg"))
+    save_prompt_png(folder / os.fsdecode(b"caf\xe9.prompt.png"), (24, 32), low_m=1.0, high_m=2.0)
+    names = [name for name, _ in image_set(folder)[1]]
+    assert names == ["caf\ufffd.jpg"]
+    prompts, origins = prompt_set(folder, names, (24, 32))
+    assert origins == {"caf\ufffd.jpg": "caf\ufffd.prompt.png"}
+    assert prompts["caf\ufffd.jpg"].shape == (1, 1, 24, 32) and 1.0 <= prompts["caf\ufffd.jpg"].min() < 1.01
 
 
 def save_prompt_png(path, hw, low_m=0.8, high_m=4.0):

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from ..errors import InputError
+from ..errors import InputError, utf8_text
 from .ground_truth import depth_from_disparity, motorcycle
 
 PROMPT_SUFFIXES = (".npy", ".png")  # NAME.prompt.npy (metres) or NAME.prompt.png (16-bit millimetres)
@@ -142,12 +142,14 @@ def prompt_beside(image: Path) -> Path:
 def prompt_set(source: str | Path | None, names: list[str], prompt_hw: tuple[int, int]) -> tuple[dict, dict]:
     """({image name: (1, 1, h, w) prompt}, {image name: where it came from}) for the images of ``image_set``."""
     prompts, origins = {}, {}
+    if source is not None:  # the names are shown in UTF-8 (``utf8_text``): a Latin-1 file name is found by it too
+        folder = Path(source) if Path(source).is_dir() else Path(source).parent
+        stored = {utf8_text(p.name): p for p in folder.iterdir()}
     for name in names:
         if source is None:
             depth, origins[name] = builtin_prompt(name, tuple(prompt_hw))
         else:
-            folder = Path(source) if Path(source).is_dir() else Path(source).parent
-            path = prompt_beside(folder / name)
-            depth, origins[name] = load_prompt(path), path.name
+            path = prompt_beside(stored.get(name, folder / name))
+            depth, origins[name] = load_prompt(path), utf8_text(path.name)
         prompts[name] = prompt_input(depth, prompt_hw, name)
     return prompts, origins
