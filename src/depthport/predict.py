@@ -246,7 +246,8 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
     model_path = Path(model_path)
     claim_output_files([(option, out, suffix, f"the depth is written as {suffix} (a {OUTPUT_KIND[suffix]})")
                         for option, out, suffix in (("-o", out_png, ".png"), ("--npy", out_npy, ".npy"))],
-                       {model_path.resolve(): "the model file", Path(image_path).resolve(): "the image"})
+                       {model_path.resolve(): "the model file", Path(image_path).resolve(): "the image",
+                        **({Path(prompt).resolve(): "the --prompt file"} if prompt else {})})
     image = load_image(image_path)
     if focal is None:  # before the model loads: a photo without its focal length fails at once
         focal = photo_focal(output_units(model_path), image, model_path)

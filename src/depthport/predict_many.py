@@ -97,16 +97,19 @@ def image_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path) -> l
     return pairs
 
 
-def video_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path) -> tuple[Path, Path, Path]:
+def video_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path, prompt: Path | None = None
+                  ) -> tuple[Path, Path, Path]:
     """(depth video, stack .npy, timestamps .json), checked before any work; the stack defaults to the video's
-    name with .npy, the timestamps to the stack's with .timestamps.json."""
+    name with .npy, the timestamps to the stack's with .timestamps.json. None of them may overwrite the video, the
+    model file or the ``prompt`` stack."""
     if out.suffix.lower() not in VIDEO_FORMATS:
         raise InputError(f"-o {out}: a depth video is written as {', '.join(VIDEO_FORMATS)}; give -o NAME.mp4")
     npy = npy if npy is not None else out.with_suffix(".npy")
     paths = (out, npy, npy.with_suffix(".timestamps.json"))
     stack = "the depth stack is written as .npy (a float32 NumPy array, frames x H x W)"
     claim_output_files([("-o", out, None, None), ("--npy", npy, ".npy", stack), ("--npy", paths[2], None, None)],
-                       {inputs.files[0].resolve(): "the video", model.resolve(): "the model file"})
+                       {inputs.files[0].resolve(): "the video", model.resolve(): "the model file",
+                        **({prompt.resolve(): "the --prompt stack"} if prompt else {})})
     return paths
 
 

@@ -4,6 +4,7 @@ verification with prompts, `predict --prompt`, and every bad prompt refused in o
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -357,6 +358,38 @@ def test_bad_prompt_is_one_line_exit_2_and_nothing_written(exported, tmp_path, c
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
     assert not any((tmp_path / "out").iterdir())
+
+
+def test_an_output_that_would_overwrite_the_prompt_is_refused(exported, tmp_path, monkeypatch, capsys):
+    """The prompt is the user's sensor capture: `predict FILE photo.jpg --prompt depth.png` (the default -o is
+    depth.png) replaced it with the colourised depth; so did a video's stack (default NAME.npy) over a `--prompt`
+    stack of that name. Now one line, exit 2, the prompt unchanged and nothing written."""
+    import av
+
+    photo = str(Path(ASSET).resolve())
+    monkeypatch.chdir(tmp_path)
+    model = str(exported[0] / "prompt_da_tiny_fp32.tflite")
+    prompt = save_prompt_png(tmp_path / "depth.png", (192, 256))
+    video = tmp_path / "walk.mp4"
+    with av.open(str(video), "w") as container:
+        stream = container.add_stream("mjpeg", rate=10)
+        stream.height, stream.width, stream.pix_fmt = 56, 70, "yuvj420p"
+        for packet in [*stream.encode(av.VideoFrame.from_image(Image.open(photo).convert("RGB").resize((70, 56)))),
+                       *stream.encode()]:
+            container.mux(packet)
+    np.save(tmp_path / "walk_depth.npy", np.full((1, 192, 256), 2.0, np.float32))
+    cases = [(["predict", model, photo, "--prompt", "depth.png"], "-o depth.png would overwrite the --prompt file"),
+             (["predict", model, photo, "--prompt", str(prompt), "-o", "x.png", "--npy", str(prompt)],
+              "would overwrite the --prompt file"),
+             (["predict", model, str(video), "--prompt", "walk_depth.npy", "-o", "walk_depth.mp4"],
+              "would overwrite the --prompt stack")]
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for argv, message in cases:
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and message in err, err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
 def test_prompt_on_a_one_image_file_and_a_prompt_size_for_an_image_model_are_refused(tiny_tflite, tmp_path, capsys):

@@ -99,7 +99,8 @@ def _many(args, inputs, out: Path, options: dict) -> int:
 
     model, video = Path(args.file), inputs.kind == "video"
     if video:
-        paths = video_outputs(inputs, out, Path(args.npy) if args.npy else None, model)
+        paths = video_outputs(inputs, out, Path(args.npy) if args.npy else None, model,
+                              Path(args.prompt) if args.prompt else None)
         tally, wrote, run_many = Tally("frames"), f"wrote {paths[0]}, {paths[1]} and {paths[2]}", predict_video
     else:
         npy = None if args.npy is None else Path(args.npy) if args.npy else out
