@@ -101,10 +101,39 @@ def commit(staging: Path, out: Path) -> None:
 
 
 def require_folder(out: Path) -> None:
-    """``--out`` must be a folder or not exist yet, at a UTF-8 path."""
+    """``--out`` must be a folder or not exist yet, at a UTF-8 path, and hold no report.json, report.html or
+    README.md that an earlier depthport export did not write there (a project's own README.md, say): the export
+    would replace them."""
     require_utf8_path(out.absolute(), "--out")
+    _refuse_foreign(out, REPORT_FILES, set(previous_files(out)), "an export writes its report.json, report.html and "
+                    "model card (README.md) there", "depthport export")
+
+
+VERIFY_FILES = ("report.json", "report.html")
+
+
+def require_verify_folder(out: Path) -> None:
+    """``verify --out`` must be a folder or not exist yet, and hold no report.json or report.html but an earlier
+    verification's: an export's report there (``verify FILE --out`` its export folder) would be replaced."""
+    _refuse_foreign(out, VERIFY_FILES, set(VERIFY_FILES) if _verify_report(out) else set(),
+                    "verify writes its report.json and report.html there", "depthport verify")
+
+
+def _verify_report(out: Path) -> bool:
+    try:
+        report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(report, dict) and str(report.get("command", "")).startswith("depthport verify")
+
+
+def _refuse_foreign(out: Path, names: tuple[str, ...], owned: set[str], writes: str, who: str) -> None:
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is an existing file, not a folder")
+    foreign = [name for name in names if (out / name).exists() and name not in owned]
+    if foreign:
+        raise InputError(f"--out {out} holds {', '.join(foreign)}, which no earlier {who} wrote; {writes}: give "
+                         f"--out a folder of its own (e.g. {out / who.split()[1]})")
 
 
 @contextlib.contextmanager

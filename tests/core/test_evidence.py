@@ -193,6 +193,19 @@ def test_out_naming_a_file_is_refused(tmp_path, capsys):
     assert "is an existing file" in capsys.readouterr().err and target.read_text() == "mine"
 
 
+def test_out_holding_files_no_export_wrote_is_refused(tmp_path, capsys):
+    """`export --out .` in a project replaced its README.md with the model card (and a report.json of its own with
+    the export's): now refused before any work, the folder untouched."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("# my project")
+    assert main([*TINY, "--out", str(project)]) == 2
+    err = capsys.readouterr().err
+    assert "holds README.md, which no earlier depthport export wrote" in err and len(err.strip().splitlines()) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["project"] and [p.name for p in project.iterdir()] == ["README.md"]
+    assert (project / "README.md").read_text() == "# my project"
+
+
 def test_verify_reads_hub_weights_from_the_report(tiny_reference, tmp_path, monkeypatch, capsys, one_image):
     import huggingface_hub.constants as constants
 
@@ -256,6 +269,9 @@ def test_reexport_replaces_only_what_depthport_wrote(tmp_path):
     names = {p.name for p in out.iterdir()}
     assert names == {"notes.txt", "da2_tiny_fp32.tflite", "report.json", "report.html"}
     assert not [p for p in tmp_path.iterdir() if ".depthport-staging-" in p.name]
+    report = (out / "report.json").read_bytes()  # verify would replace the export's report with its own: refused
+    assert main(["verify", str(out / "da2_tiny_fp32.tflite"), "--out", str(out)]) == 2
+    assert (out / "report.json").read_bytes() == report and {p.name for p in out.iterdir()} == names
 
 
 # The export child, held for a minute after its files are staged (before the check stage): a signal then always

@@ -69,6 +69,7 @@ def run(args) -> int:
 
     from ..build import build
     from ..check import stage as check_stage
+    from ..outdir import require_verify_folder
     from ..core.evidence_budget import evidence_budget
     from ..core.schema import PASS, write_report
     from ..export.context import ExportContext, StageOptions
@@ -89,6 +90,8 @@ def run(args) -> int:
     for path in paths:
         if not path.is_file():
             raise model_file_missing(str(path))
+    out = Path(args.out) if args.out else paths[0].parent / f"verify-{paths[0].stem}"
+    require_verify_folder(out)
     info = sibling_report(paths[0])
     model_id = args.reference or info.model
     if not model_id:
@@ -127,7 +130,6 @@ def run(args) -> int:
             verify_stage.apply(ctx, report.data)
         except ModuleNotFoundError as exc:
             raise MissingDependency(exc.name or "?", f"the upstream reference of {spec.id}") from None
-    out = Path(args.out) if args.out else paths[0].parent / f"verify-{paths[0].stem}"
     out.mkdir(parents=True, exist_ok=True)
     write_report(out, report)
     write_html(out / "report.html", report.data, ctx.figures)

@@ -59,6 +59,7 @@ def measure(args, folder: Path, config: dict):
 def run_web(args, paths: list[Path]) -> int:
     from ..atomic import write_bytes
     from ..core.schema import SHIPPED, UNVERIFIED, ArtifactJson, BrowserJson, ReportJson, skipped_only, write_report
+    from ..outdir import require_verify_folder
     from ..quiet import native_stderr_muted
     from ..report.header import new_report
     from ..report.html import write_html
@@ -71,6 +72,8 @@ def run_web(args, paths: list[Path]) -> int:
         raise InputError("give one web folder, or model files: not both, not several folders")
     folder = paths[0]
     config = read_config(folder)
+    out = Path(args.out) if args.out else folder.parent / f"verify-{folder.name}"
+    require_verify_folder(out)
     with console(stderr=True).status(f"verifying {folder} in headless Chromium"), native_stderr_muted(not args.verbose):
         built, refs, source, result, prompt_origins = measure(args, folder, config)
     target = "web" if config["runtime"] == "litert.js" else "web-onnx"
@@ -85,7 +88,6 @@ def run_web(args, paths: list[Path]) -> int:
                                                         prompt_origins)))
     report.add(art)
     gates.apply_gates(report, None, thresholds)
-    out = Path(args.out) if args.out else folder.parent / f"verify-{folder.name}"
     out.mkdir(parents=True, exist_ok=True)
     figures = figures_entry(refs, refs.names[0])
     if result.depth is not None:
