@@ -43,7 +43,9 @@ def parse_size(text: str, multiple: int = PATCH) -> tuple[int, int]:
         raise InputError(f"malformed size {text!r}: expected HxW, e.g. 518x686")
     h, w = int(m.group(1)), int(m.group(2))
     if h <= 0 or w <= 0 or h % multiple or w % multiple:
-        raise InputError(f"size {h}x{w} is not a multiple of the patch size {multiple} on both sides")
+        near = [max(multiple, round(v / multiple) * multiple) for v in (h, w)]
+        raise InputError(f"size {h}x{w} (height x width) is not a multiple of the patch size {multiple} on both "
+                         f"sides; the nearest is {near[0]}x{near[1]}")
     return h, w
 
 

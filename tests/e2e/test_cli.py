@@ -69,7 +69,7 @@ def test_version_names_depthport_python_and_the_runtimes(capsys):
 @pytest.mark.parametrize("args,message", [
     (["export", "da9-huge"], "unknown model 'da9-huge'"),
     (["export", "da2-tiny", "--size", "56by70"], "malformed size"),
-    (["export", "da2-tiny", "--size", "50x70"], "not a multiple of the patch size 14"),
+    (["export", "da2-tiny", "--size", "50x70"], "patch size 14 on both sides; the nearest is 56x70"),
     (["export", "da2-tiny", "--size", "56x70", "--targets", "litert-fp64"], "unknown target"),
     (["export", "da2-tiny", "--size", "56x70", "--weights", "/nope/ckpt.pth"], "checkpoint not found"),
 ])
