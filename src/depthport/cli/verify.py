@@ -69,10 +69,10 @@ def run(args) -> int:
 
     from ..build import build
     from ..check import stage as check_stage
-    from ..outdir import require_verify_folder
     from ..core.evidence_budget import evidence_budget
     from ..core.schema import PASS, write_report
     from ..export.context import ExportContext, StageOptions
+    from ..outdir import require_verify_folder
     from ..preprocess import parse_size
     from ..quiet import native_stderr_muted
     from ..registry import get_spec
