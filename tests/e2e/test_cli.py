@@ -52,6 +52,20 @@ def test_models_lists_licences(capsys):
     assert "da2-small" in out and "Apache-2.0" in out and "CC-BY-NC-4.0" in out and "da2-tiny" not in out
 
 
+def test_depthport_alone_and_help_describe_the_tool_and_each_command(capsys):
+    """`depthport` alone printed only "the following arguments are required: command", and `-h` described the tool
+    with a fragment of a module docstring ("cli: the `depthport` command line, one module per ...")."""
+    assert main([]) == 2
+    alone = capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:
+        main(["-h"])
+    helped = capsys.readouterr().out
+    assert done.value.code == 0 and " ".join(alone.split()) == " ".join(helped.split())
+    text = " ".join(helped.split())
+    assert "Monocular depth models" in text and "cli:" not in text and "depthport COMMAND -h" in text
+    assert "export a model to on-device files" in text and "predict run an exported file" in text
+
+
 def test_version_names_depthport_python_and_the_runtimes(capsys):
     import platform
     from importlib.metadata import version

@@ -16,8 +16,15 @@ COMMANDS = {"models": models, "export": export, "predict": predict, "check": che
             "bench": bench, "card": card, "serve": serve}
 
 
+DESCRIPTION = ("Monocular depth models (Depth Anything V2 and 3, their relatives) to on-device files: LiteRT .tflite, "
+               "ExecuTorch .pte, ONNX and a web page, each checked against the PyTorch original, timed and described "
+               "in a model card.")
+EPILOG = ("Start with `depthport export da2-small --out out/`, then `depthport predict out/da2_small_fp32.tflite "
+          "photo.jpg`. `depthport COMMAND -h` describes each command.")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="depthport", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="depthport", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     parser.add_argument("--version", action=_Version, nargs=0,
                         help="print depthport's version and those of Python and the runtimes (for a bug report)")
@@ -61,7 +68,11 @@ def _names_print_as_stored() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _names_print_as_stored()
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):  # `depthport` alone: what each command does, not a usage error
+        parser.print_help(sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     args.command_line = command_line(argv)  # what report.json records (main(argv) from Python too)
     try:
         return int(args.handler(args) or 0)
