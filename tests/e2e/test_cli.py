@@ -64,6 +64,11 @@ def test_depthport_alone_and_help_describe_the_tool_and_each_command(capsys):
     text = " ".join(helped.split())
     assert "Monocular depth models" in text and "cli:" not in text and "depthport COMMAND -h" in text
     assert "export a model to on-device files" in text and "predict run an exported file" in text
+    for command in ("predict", "serve"):  # each command's own help opens with what it does
+        with pytest.raises(SystemExit):
+            main([command, "-h"])
+        assert capsys.readouterr().out.split("\n\n")[1].split()[:2] == {"predict": ["run", "an"],
+                                                                          "serve": ["serve", "a"]}[command]
 
 
 def test_version_names_depthport_python_and_the_runtimes(capsys):

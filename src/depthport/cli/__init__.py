@@ -29,6 +29,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version, nargs=0,
                         help="print depthport's version and those of Python and the runtimes (for a bug report)")
     sub = parser.add_subparsers(dest="command", required=True)
+    add_parser = sub.add_parser
+
+    def described(name, **kwargs):  # `depthport COMMAND -h` opens with the line the command list shows
+        kwargs.setdefault("description", kwargs.get("help"))
+        return add_parser(name, **kwargs)
+
+    sub.add_parser = described
     for name, module in COMMANDS.items():
         module.add_parser(sub).set_defaults(handler=module.run)
     return parser
