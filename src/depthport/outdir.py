@@ -47,13 +47,29 @@ def clean_stale(out: Path) -> list[Path]:
     return removed
 
 
+def _report(out: Path):
+    """``out/report.json`` parsed, or None."""
+    try:
+        return json.loads((out / "report.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
 def previous_files(out: Path) -> list[str]:
     """Paths (relative to ``out``) that the export recorded in ``out/report.json`` wrote; [] when none."""
-    try:
-        report = json.loads((out / "report.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return []
-    return recorded_files(report, REPORT_FILES[1:])
+    return recorded_files(_report(out), REPORT_FILES[1:])
+
+
+def _export_owned(out: Path) -> set[str]:
+    """What the earlier export in ``out`` wrote, and its model card when ``depthport card`` wrote it afterwards
+    (after an export with ``--skip card``): a card quotes its export's command."""
+    owned = set(previous_files(out))
+    card = out / "README.md"
+    if owned and "README.md" not in owned and card.is_file():
+        command = _report(out).get("command")
+        if isinstance(command, str) and command in card.read_text(encoding="utf-8", errors="replace"):
+            owned.add("README.md")
+    return owned
 
 
 def _inside(out: Path, rel: str) -> Path | None:
@@ -105,7 +121,7 @@ def require_folder(out: Path) -> None:
     README.md that an earlier depthport export did not write there (a project's own README.md, say): the export
     would replace them."""
     require_utf8_path(out.absolute(), "--out")
-    _refuse_foreign(out, REPORT_FILES, set(previous_files(out)), "an export writes its report.json, report.html and "
+    _refuse_foreign(out, REPORT_FILES, _export_owned(out), "an export writes its report.json, report.html and "
                     "model card (README.md) there", "depthport export")
 
 
@@ -120,10 +136,7 @@ def require_verify_folder(out: Path) -> None:
 
 
 def _verify_report(out: Path) -> bool:
-    try:
-        report = json.loads((out / "report.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
+    report = _report(out)
     return isinstance(report, dict) and str(report.get("command", "")).startswith("depthport verify")
 
 

@@ -272,6 +272,9 @@ def test_reexport_replaces_only_what_depthport_wrote(tmp_path):
     report = (out / "report.json").read_bytes()  # verify would replace the export's report with its own: refused
     assert main(["verify", str(out / "da2_tiny_fp32.tflite"), "--out", str(out)]) == 2
     assert (out / "report.json").read_bytes() == report and {p.name for p in out.iterdir()} == names
+    assert main(["card", str(out)]) == 0  # the card written afterwards is the export's own: re-exporting replaces it
+    assert main([*TINY, "--targets", "litert-fp32", "--out", str(out), "--skip", "ledger,verify,bench"]) == 0
+    assert {p.name for p in out.iterdir()} == names | {"README.md"}
 
 
 # The export child, held for a minute after its files are staged (before the check stage): a signal then always
