@@ -104,10 +104,12 @@ def video_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path, prom
     model file or the ``prompt`` stack."""
     if out.suffix.lower() not in VIDEO_FORMATS:
         raise InputError(f"-o {out}: a depth video is written as {', '.join(VIDEO_FORMATS)}; give -o NAME.mp4")
+    named = "--npy" if npy is not None else "the depth stack (beside -o; --npy names it)"
     npy = npy if npy is not None else out.with_suffix(".npy")
     paths = (out, npy, npy.with_suffix(".timestamps.json"))
     stack = "the depth stack is written as .npy (a float32 NumPy array, frames x H x W)"
-    claim_output_files([("-o", out, None, None), ("--npy", npy, ".npy", stack), ("--npy", paths[2], None, None)],
+    claim_output_files([("-o", out, None, None), (named, npy, ".npy", stack),
+                        ("the timestamps (beside the stack)", paths[2], None, None)],
                        {inputs.files[0].resolve(): "the video", model.resolve(): "the model file",
                         **({prompt.resolve(): "the --prompt stack"} if prompt else {})})
     return paths

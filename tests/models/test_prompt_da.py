@@ -382,7 +382,7 @@ def test_an_output_that_would_overwrite_the_prompt_is_refused(exported, tmp_path
              (["predict", model, photo, "--prompt", str(prompt), "-o", "x.png", "--npy", str(prompt)],
               "would overwrite the --prompt file"),
              (["predict", model, str(video), "--prompt", "walk_depth.npy", "-o", "walk_depth.mp4"],
-              "would overwrite the --prompt stack")]
+              "the depth stack (beside -o; --npy names it) walk_depth.npy would overwrite the --prompt stack")]
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     for argv, message in cases:
         capsys.readouterr()
