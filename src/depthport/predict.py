@@ -17,7 +17,7 @@ from .core.report_model import Units, load
 from .core.schema import ReportJson
 from .focal import focal_px
 from .outdir import claim_output_files
-from .preprocess import FOCAL_KEY, InputError, letterbox_box, load_image, to_tensor
+from .preprocess import FOCAL_KEY, FRAMES_KEY, InputError, letterbox_box, load_image, to_tensor
 from .registry import MODELS
 from .runtimes import load_runner
 from .visualize import colorize, depth_range, with_colorbar
@@ -228,8 +228,8 @@ def write_depth(depth: np.ndarray, picture: Image.Image, out_png: str | Path, ou
 def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path, out_npy: str | Path | None = None,
             letterbox: bool = False, threads: int = 2, accelerator: str = "cpu",
             gpu_precision: str = "fp32", focal: float | None = None, model_size: bool = False,
-            prompt: str | Path | None = None, on_focal: Callable[[float, tuple[int, int]], None] | None = None
-            ) -> np.ndarray:
+            prompt: str | Path | None = None, on_focal: Callable[[float, tuple[int, int]], None] | None = None,
+            on_frames: Callable[[int], None] | None = None) -> np.ndarray:
     """Depth (H, W) of one image at the image's displayed size (``photo_size``: bicubic, as transformers
     resizes it), or at the model's input size with ``model_size``; in metres for a metric model. Writes the
     colourised depth as a PNG of the same size (with a colour-bar legend in metres inside it for a metric model) and, with
@@ -237,7 +237,8 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
 
     ``focal`` is the camera's focal length in pixels of the image, which models whose metres need it (Depth Anything 3
     Metric) take from the photo's EXIF when it is None (``focal.focal_35mm``; an InputError where it has none;
-    ``on_focal(f35_mm, (W, H))`` is told what was used), and others refuse. ``prompt`` is the prompt depth file
+    ``on_focal(f35_mm, (W, H))`` is told what was used), and others refuse. ``on_frames(n)`` is told when the image
+    is an animation of ``n`` frames (its first frame is used). ``prompt`` is the prompt depth file
     (16-bit PNG in millimetres, or .npy in metres) that prompted files (Prompt Depth Anything) require and others
     refuse. ``accelerator="gpu"`` runs a .tflite on the LiteRT GPU accelerator with ``gpu_precision`` compute (FP32
     unless "fp16" is asked for). The output paths are checked
@@ -249,6 +250,8 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
                        {model_path.resolve(): "the model file", Path(image_path).resolve(): "the image",
                         **({Path(prompt).resolve(): "the --prompt file"} if prompt else {})})
     image = load_image(image_path)
+    if on_frames and image.info.get(FRAMES_KEY):
+        on_frames(image.info[FRAMES_KEY])
     if focal is None:  # before the model loads: a photo without its focal length fails at once
         focal = photo_focal(output_units(model_path), image, model_path)
         if focal is not None and on_focal:

@@ -140,6 +140,15 @@ def _videos(names: list[str]) -> str:
     return f"{len(names)} video{'s' * (len(names) != 1)} ({shown})"
 
 
+def animations_note(names: list[str]) -> str:
+    """The summary's note on the animated images read (their first frames); "" for none."""
+    if not names:
+        return ""
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    many = len(names) != 1
+    return f"{len(names)} animated image{'s' * many} ({shown}): the depth of {'each' if many else 'its'} first frame"
+
+
 def _others(names: list[str] | list[Path]) -> str:
     """'3 other files (.AAE, .json)': the suffixes of files not named like images."""
     suffixes = sorted({Path(name).suffix for name in names}, key=str.lower)

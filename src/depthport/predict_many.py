@@ -32,7 +32,8 @@ from .errors import InputError
 from .focal import photos_note
 from .outdir import check_output_file, claim_output_files
 from .predict import Predictor, write_depth
-from .predict_inputs import Inputs, Item, passed_over
+from .preprocess import FRAMES_KEY
+from .predict_inputs import Inputs, Item, animations_note, passed_over
 
 VIDEO_FORMATS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska"}
 # An output named like one of these is a file: for many images, -o and --npy are folders (a folder that already
@@ -138,14 +139,17 @@ def predict_images(predictor: Predictor, inputs: Inputs, outputs: list[tuple[Pat
     """Each image's depth PNG (and .npy) written whole, one image at a time, in order."""
     tally.start = time.perf_counter()
     tally.notes.append(passed_over(inputs))
+    animated = []
     for item, (png, npy) in zip(inputs.items(), outputs):
         depth = _depth(predictor, item, tally)
         if depth is not None:
             write_depth(depth, predictor.picture(depth), png, npy)
             tally.done += 1
+            if item.image.info.get(FRAMES_KEY):
+                animated.append(item.name)
         if on_item:
             on_item(item, depth is not None)
-    tally.notes.append(photos_note(predictor.exif_focals))
+    tally.notes += [animations_note(animated), photos_note(predictor.exif_focals)]
     tally.check_any()
 
 

@@ -30,6 +30,8 @@ RAW_ADVICE = "camera RAW is sensor data to be developed; export a JPEG or TIFF f
 # from its header, before decoding it.
 MAX_PIXELS = 2**28
 FOCAL_KEY = "focal_35mm"  # in a loaded image's info: its EXIF 35 mm-equivalent focal length (``focal.focal_35mm``)
+FRAMES_KEY = "animation_frames"  # in a loaded image's info: an animation's frame count (its first frame was read)
+ANIMATED_FORMATS = ("GIF", "PNG", "WEBP")  # animations; an MPO's or HEIF's other images are not frames a viewer plays
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -67,7 +69,8 @@ def load_image(path: str | Path) -> Image.Image:
 
     - EXIF orientation (all eight) is applied (``ImageOps.exif_transpose``): the image has the displayed shape.
     - HEIC/HEIF photos are read through pi-heif (libheif): their rotation applied once, 10-bit read at 8 bits.
-    - A multi-frame file (animated GIF, PNG or WebP, multi-page TIFF, MPO, HEIF sequence) gives its first frame.
+    - A multi-frame file (animated GIF, PNG or WebP, multi-page TIFF, MPO, HEIF sequence) gives its first frame;
+      an animation's frame count is kept in ``info[FRAMES_KEY]``, so that the output can say so.
     - An embedded ICC profile converts the colours to sRGB (``ImageCms``, perceptual intent); a profile that
       cannot be read or does not fit the image's colour space is ignored, as viewers ignore it.
     - Greyscale (L, 1), palette, CMYK, YCbCr, LAB and HSV images become RGB (Pillow's conversions where no
@@ -109,10 +112,13 @@ def load_image(path: str | Path) -> Image.Image:
                 raise InputError(f"unsupported image mode {img.mode!r} in {path}: a 32-bit greyscale image "
                                  "has no defined mapping to 8-bit RGB; convert it to 8 bits first")
             f35 = focal_35mm(img)
+            frames = img.n_frames if getattr(img, "is_animated", False) and img.format in ANIMATED_FORMATS else 1
             img = ImageOps.exif_transpose(img)
             rgb = _to_rgb(_grey_8bit(img) if img.mode.startswith("I;16") else img, path)
             if f35:
                 rgb.info[FOCAL_KEY] = f35
+            if frames > 1:
+                rgb.info[FRAMES_KEY] = frames
             return rgb
     except InputError:
         raise

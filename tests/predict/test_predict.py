@@ -202,6 +202,33 @@ def test_a_folder_takes_the_names_browsers_and_cameras_give_jpegs(tmp_path):
     assert all(img.size == (30, 20) and img.mode == "RGB" for _, img in images)
 
 
+def test_an_animation_gives_its_first_frames_depth_and_says_so(tiny_tflite, tmp_path, capsys):
+    """An animated GIF, PNG or WebP: the depth of its first frame, as a viewer's still shows it, and the output
+    says the file had more (it said nothing). A one-frame GIF and an MPO (a camera's second image: a gain map, a
+    depth map) are not animations."""
+    from depthport.preprocess import FRAMES_KEY, load_image
+
+    frames, photos = [photo(40, 60, seed) for seed in range(3)], tmp_path / "photos"
+    photos.mkdir()
+    for name, extra in {"anim.gif": {}, "anim.png": {}, "anim.webp": {"lossless": True}}.items():
+        frames[0].save(photos / name, save_all=True, append_images=frames[1:], duration=100, **extra)
+        with Image.open(photos / name) as first:
+            first.convert("RGB").save(tmp_path / f"first-{name}.png")
+        depth = single(capsys, tiny_tflite, photos / name, tmp_path / f"d-{name}")
+        np.testing.assert_array_equal(depth, single(capsys, tiny_tflite, tmp_path / f"first-{name}.png",
+                                                    tmp_path / f"f-{name}"))
+    out, _ = ok(capsys, ["predict", tiny_tflite, photos / "anim.webp", "-o", tmp_path / "w.png"])
+    assert "; the depth of the first of its 3 frames (an animated image)" in out
+    frames[0].save(photos / "still.gif")
+    frames[0].save(tmp_path / "camera.mpo", format="MPO", save_all=True, append_images=frames[1:2])
+    assert FRAMES_KEY not in load_image(photos / "still.gif").info | load_image(tmp_path / "camera.mpo").info
+    out, _ = ok(capsys, ["predict", tiny_tflite, photos / "still.gif", "-o", tmp_path / "s.png"])
+    assert "animated" not in out
+    out, _ = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out"])
+    assert "4 images, 0 skipped" in out
+    assert "; 3 animated images (anim.gif, anim.png, anim.webp): the depth of each first frame" in out
+
+
 def test_a_folder_is_read_as_far_as_pillow_reads_and_hidden_files_are_passed_over(tmp_path):
     """Targa, PCX, SGI and icon files are read like any photo; macOS's ``._NAME.jpg`` metadata twins (copied
     cards and drives) and other dot-files are passed over as a shell's ``*`` passes them, not reported as bad."""

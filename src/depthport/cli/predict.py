@@ -78,10 +78,12 @@ def _one(args, image: Path, out: Path, options: dict) -> int:
     from ..quiet import native_stderr_muted
 
     npy = out.with_suffix(".npy") if args.npy == "" else args.npy
-    notes = []  # the focal length the metres took from the photo's EXIF, if they did
+    notes = []  # an animation's frame count; the focal length the metres took from the photo's EXIF, if they did
     with native_stderr_muted(not args.verbose):
         depth = predict(args.file, image, out, npy, prompt=args.prompt,
-                        on_focal=lambda f35, size: notes.append(f"; {photo_note(f35, size)}"), **options)
+                        on_focal=lambda f35, size: notes.append(f"; {photo_note(f35, size)}"),
+                        on_frames=lambda n: notes.append(f"; the depth of the first of its {n} frames (an animated "
+                                                         "image)"), **options)
     units = output_units(Path(args.file))
     unit = " m" if units and units.metric else ""
     console().print(f"wrote {out}" + (f" and {npy}" if npy else "") + f": depth {depth.shape[0]}x"
