@@ -145,8 +145,8 @@ def animations_note(names: list[str]) -> str:
     if not names:
         return ""
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-    many = len(names) != 1
-    return f"{len(names)} animated image{'s' * many} ({shown}): the depth of {'each' if many else 'its'} first frame"
+    whose = "each one's" if len(names) != 1 else "its"
+    return f"{len(names)} animated image{'s' * (len(names) != 1)} ({shown}): the depth of {whose} first frame"
 
 
 def _others(names: list[str] | list[Path]) -> str:

@@ -226,7 +226,7 @@ def test_an_animation_gives_its_first_frames_depth_and_says_so(tiny_tflite, tmp_
     assert "animated" not in out
     out, _ = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out"])
     assert "4 images, 0 skipped" in out
-    assert "; 3 animated images (anim.gif, anim.png, anim.webp): the depth of each first frame" in out
+    assert "; 3 animated images (anim.gif, anim.png, anim.webp): the depth of each one's first frame" in out
 
 
 def test_a_folder_is_read_as_far_as_pillow_reads_and_hidden_files_are_passed_over(tmp_path):
