@@ -63,10 +63,11 @@ def previous_files(out: Path) -> list[str]:
 def _export_owned(out: Path) -> set[str]:
     """What the earlier export in ``out`` wrote, and its model card when ``depthport card`` wrote it afterwards
     (after an export with ``--skip card``): a card quotes its export's command."""
-    owned = set(previous_files(out))
+    report = _report(out)
+    owned = set(recorded_files(report, REPORT_FILES[1:]))
     card = out / "README.md"
     if owned and "README.md" not in owned and card.is_file():
-        command = _report(out).get("command")
+        command = report.get("command")
         if isinstance(command, str) and command in card.read_text(encoding="utf-8", errors="replace"):
             owned.add("README.md")
     return owned
@@ -122,7 +123,7 @@ def require_folder(out: Path) -> None:
     would replace them."""
     require_utf8_path(out.absolute(), "--out")
     _refuse_foreign(out, REPORT_FILES, _export_owned(out), "an export writes its report.json, report.html and "
-                    "model card (README.md) there", "depthport export")
+                    "model card (README.md) there", "export")
 
 
 VERIFY_FILES = ("report.json", "report.html")
@@ -132,7 +133,7 @@ def require_verify_folder(out: Path) -> None:
     """``verify --out`` must be a folder or not exist yet, and hold no report.json or report.html but an earlier
     verification's: an export's report there (``verify FILE --out`` its export folder) would be replaced."""
     _refuse_foreign(out, VERIFY_FILES, set(VERIFY_FILES) if _verify_report(out) else set(),
-                    "verify writes its report.json and report.html there", "depthport verify")
+                    "verify writes its report.json and report.html there", "verify")
 
 
 def _verify_report(out: Path) -> bool:
@@ -140,13 +141,13 @@ def _verify_report(out: Path) -> bool:
     return isinstance(report, dict) and str(report.get("command", "")).startswith("depthport verify")
 
 
-def _refuse_foreign(out: Path, names: tuple[str, ...], owned: set[str], writes: str, who: str) -> None:
+def _refuse_foreign(out: Path, names: tuple[str, ...], owned: set[str], writes: str, command: str) -> None:
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is an existing file, not a folder")
     foreign = [name for name in names if (out / name).exists() and name not in owned]
     if foreign:
-        raise InputError(f"--out {out} holds {', '.join(foreign)}, which no earlier {who} wrote; {writes}: give "
-                         f"--out a folder of its own (e.g. {out / who.split()[1]})")
+        raise InputError(f"--out {out} holds {', '.join(foreign)}, which no earlier depthport {command} wrote; "
+                         f"{writes}: give --out a folder of its own (e.g. {out / command})")
 
 
 @contextlib.contextmanager

@@ -134,19 +134,22 @@ def _open_folder(path: Path, text: str) -> Inputs:
     return Inputs("images", text, files, root=path, videos=videos)
 
 
-def _videos(names: list[str]) -> str:
-    """'2 videos (IMG_0001.MOV, IMG_0002.MOV)', the first three named."""
+def _listed(noun: str, names: list[str]) -> str:
+    """'2 videos (IMG_0001.MOV, IMG_0002.MOV)': how many, the first three named."""
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-    return f"{len(names)} video{'s' * (len(names) != 1)} ({shown})"
+    return f"{len(names)} {noun}{'s' * (len(names) != 1)} ({shown})"
+
+
+def _videos(names: list[str]) -> str:
+    return _listed("video", names)
 
 
 def animations_note(names: list[str]) -> str:
     """The summary's note on the animated images read (their first frames); "" for none."""
     if not names:
         return ""
-    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
     whose = "each one's" if len(names) != 1 else "its"
-    return f"{len(names)} animated image{'s' * (len(names) != 1)} ({shown}): the depth of {whose} first frame"
+    return f"{_listed('animated image', names)}: the depth of {whose} first frame"
 
 
 def _others(names: list[str] | list[Path]) -> str:
