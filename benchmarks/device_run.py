@@ -303,18 +303,19 @@ def main() -> int:
         return value
 
     summary["environment"] = step("environment", environment)
-    scratch = Path(tempfile.mkdtemp(prefix="depthport-device-"))
     found = sets(inp)
     summary["sets"] = [e["set"] for e in found]
     summary["gpu"] = []
-    for entry in found:
-        summary["gpu"] += step(f"set {entry['set']}", study, entry, scratch, args.runs, args.swiftshader,
-                               deadline) or []
-    plain = next((e for e in found if e["set"] == "plain" and e.get("paths")), None)
-    if plain is not None and deadline - time.monotonic() > 30:
-        path = plain["paths"].get("fp32") or plain["paths"]["fp16"]
-        threads = [int(t) for t in args.threads.split(",")]
-        summary["cpu"] = step("cpu threads", cpu_threads, path, scratch / "x_plain.npy", threads, args.rounds)
+    with tempfile.TemporaryDirectory(prefix="depthport-device-") as tmp:  # the unpacked files and inputs
+        scratch = Path(tmp)
+        for entry in found:
+            summary["gpu"] += step(f"set {entry['set']}", study, entry, scratch, args.runs, args.swiftshader,
+                                   deadline) or []
+        plain = next((e for e in found if e["set"] == "plain" and e.get("paths")), None)
+        if plain is not None and deadline - time.monotonic() > 30:
+            path = plain["paths"].get("fp32") or plain["paths"]["fp16"]
+            threads = [int(t) for t in args.threads.split(",")]
+            summary["cpu"] = step("cpu threads", cpu_threads, path, scratch / "x_plain.npy", threads, args.rounds)
     text = markdown(summary)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     (out / "summary.md").write_text(text)

@@ -16,6 +16,7 @@ from torch import nn
 from . import rewrites as rw
 from .core.memory import give_back
 from .registry import get_spec
+from .scratch import process_folder
 from .spec import ModelSpec
 from .weights import LoadedWeights
 from .weights import load as weights_load
@@ -67,7 +68,7 @@ class Built:
             return False
         from safetensors.torch import save_file
 
-        fd, path = tempfile.mkstemp(prefix="depthport-model-", suffix=".safetensors")
+        fd, path = tempfile.mkstemp(prefix="model-", suffix=".safetensors", dir=process_folder())
         os.close(fd)
         weakref.finalize(self, Path(path).unlink, missing_ok=True)
         seen: set[int] = set()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .core.schema import recorded_files
 from .errors import InputError, require_utf8_path
+from .scratch import remove_stale as remove_stale_scratch
 
 NOT_SHIPPED_DIR = "not-shipped"  # where the files that did not earn a slot go (verify.gates)
 
@@ -157,6 +158,7 @@ def staged(out: str | os.PathLike):
     out = Path(out)
     require_folder(out)
     clean_stale(out)
+    remove_stale_scratch()
     parent = out.parent if str(out.parent) else Path(".")
     try:
         parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -230,7 +231,12 @@ def test_device_prepare_then_run_on_swiftshader(tmp_path, monkeypatch):
     assert set(entries["plain"]["files"]) == {"fp32", "fp16"}
     args = ["--in", str(inp), "--out", str(out), "--swiftshader", "--runs", "2", "--threads", "1,2", "--rounds", "2"]
     monkeypatch.setattr(sys, "argv", ["device_run.py", *args])
+    temp = tmp_path / "temp"  # where device_run's scratch goes, and must not stay
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     assert device_run.main() == 0
+    assert not list(temp.glob("depthport-device-*"))
     summary = json.loads((out / "summary.json").read_text())
     rows = summary["gpu"]
     assert [(r["set"], r["storage"], r["gpu_precision"]) for r in rows] == [
@@ -259,5 +265,6 @@ def test_device_prepare_then_run_on_swiftshader(tmp_path, monkeypatch):
     ran = []  # a set's files are all checked before any of them runs: its unaltered fp32 file is not run either
     monkeypatch.setattr(device_run, "run_gpu", lambda path, *a, **k: ran.append(path) or {"ok": True})
     assert device_run.main() == 1 and ran == []
+    assert not list(temp.glob("depthport-device-*"))
     summary = json.loads((out / "summary.json").read_text())
     assert "SHA-256" in summary["steps"]["set stress"]["status"]

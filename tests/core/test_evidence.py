@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -287,14 +288,18 @@ HELD_CHILD = ("import sys, dataclasses, time\nsys.path.insert(0, 'tests')\nimpor
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
-def test_killed_export_leaves_the_folder_as_it_was(tmp_path, sig, one_image):
-    out = tmp_path / "out"
+def test_killed_export_leaves_the_folder_as_it_was(tmp_path, sig, one_image, monkeypatch):
+    """... and its temporary files (the FP32 file its FP16 one starts from): removed at exit after SIGTERM; after
+    SIGKILL, by the next export."""
+    out, temp = tmp_path / "out", tmp_path / "temp"
+    temp.mkdir()
     assert main([*TINY, "--out", str(out), "--skip", "ledger,verify,bench"]) == 0
     (out / "notes.txt").write_text("mine")
     before = _listing(out)
-    proc = subprocess.Popen([sys.executable, "-c", HELD_CHILD, *TINY, "--targets", "litert-fp32,litert-fp16",
+    proc = subprocess.Popen([sys.executable, "-c", HELD_CHILD, *TINY, "--targets", "litert-fp16",
                              "--out", str(out), "--images", str(one_image)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": "src"})
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": "src", "TMPDIR": str(temp)})
     deadline = time.time() + 120
     staging = []
     while time.time() < deadline and not staging:
@@ -306,6 +311,11 @@ def test_killed_export_leaves_the_folder_as_it_was(tmp_path, sig, one_image):
     assert _listing(out) == before
     left = [p for p in tmp_path.iterdir() if ".depthport-staging-" in p.name]
     assert bool(left) is (sig == signal.SIGKILL)
+    kept = [p.relative_to(temp).parts for p in temp.rglob("*.tflite")]
+    assert [(p[0].split("-")[1], p[-1]) for p in kept] == ([(str(proc.pid), "da2_tiny_fp32.tflite")]
+                                                            if sig == signal.SIGKILL else []), kept
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     assert main([*TINY, "--out", str(out), "--skip", "ledger,verify,bench"]) == 0
     assert not [p for p in tmp_path.iterdir() if ".depthport-staging-" in p.name]
+    assert not list(temp.iterdir())
     assert (out / "notes.txt").read_text() == "mine"

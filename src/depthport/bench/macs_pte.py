@@ -27,6 +27,8 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from ..scratch import process_folder
+
 CONV = ("XNNConv2d", "XNNDepthwiseConv2d")
 OP_NAMES = {"XNNFullyConnected": "FULLY_CONNECTED", "XNNConv2d": "CONV_2D", "XNNDepthwiseConv2d": "DEPTHWISE_CONV_2D",
             "XNNConvTranspose2d": "TRANSPOSE_CONV", "XNNBatchMatrixMultiply": "BATCH_MATMUL",
@@ -46,7 +48,7 @@ def _graph_json(flatbuffer: bytes) -> dict:
     import executorch.backends.xnnpack.serialization as serialization
     from executorch.exir._serialize._flatbuffer import _flatc_decompile
 
-    with tempfile.TemporaryDirectory(prefix="depthport-pte-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="pte-", dir=process_folder()) as tmp:
         schema, data = Path(tmp) / "schema.fbs", Path(tmp) / "graph.bin"
         schema.write_bytes(importlib.resources.files(serialization).joinpath("schema.fbs").read_bytes())
         data.write_bytes(flatbuffer)

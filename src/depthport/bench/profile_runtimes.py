@@ -16,6 +16,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from ..scratch import process_folder
 from .profile import DEFAULT, DELEGATE_PROFILED_OPERATOR, OPERATOR, profile_tflite, summarize_events
 from .timing import sample_input
 
@@ -46,7 +47,7 @@ def executorch_events(path: str, threads: int, runs: int, warmup: int) -> list[d
     x = torch.from_numpy(sample_input(tuple(method.metadata.input_tensor_meta(0).sizes())))
     for _ in range(warmup + runs):
         method.execute([x])
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="profile-", dir=process_folder()) as tmp:
         etdump = Path(tmp) / "run.etdp"
         program.write_etdump_result_to_file(str(etdump), str(Path(tmp) / "debug.bin"))
         frame = Inspector(etdump_path=str(etdump)).to_dataframe()
@@ -73,7 +74,7 @@ def onnx_events(path: str, threads: int, runs: int, warmup: int) -> list[dict]:
 
     from ..runtimes.onnx import OnnxRunner
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="profile-", dir=process_folder()) as tmp:
         options = ort.SessionOptions()
         options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
         options.log_severity_level = 3

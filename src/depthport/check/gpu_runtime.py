@@ -21,6 +21,7 @@ from typing import Any
 import depthport
 from depthport.core.report_model import GpuRuntime, RejectedOp
 from depthport.runtimes.swiftshader import VulkanUnavailable, find_vulkan
+from depthport.scratch import process_folder
 
 REJECTED_HEADER = "Following operations are not supported by GPU delegate:"
 REJECTED_LINE = re.compile(r"^([A-Z][A-Z0-9_]*): (.+)$")
@@ -53,7 +54,7 @@ def run_gpu_check(path: str | Path, numeric_file: str | Path | None = None, comp
     except VulkanUnavailable as exc:
         return empty_runtime(f"no Vulkan device available: {exc}")
     tol = rel_l2_tol if rel_l2_tol is not None else (FP32_REL_L2_TOL if enforce_f32 else FP16_REL_L2_TOL)
-    with tempfile.TemporaryDirectory(prefix="depthport-gpu-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="gpu-", dir=process_folder()) as tmp:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", "depthport.check.gpu_worker", "--model", str(path), "--out", str(out),
                "--seed", str(seed)]

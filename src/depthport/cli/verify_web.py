@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import InputError
+from ..scratch import process_folder
 
 
 def parse_backends(text: str) -> tuple[str, ...]:
@@ -47,7 +48,7 @@ def measure(args, folder: Path, config: dict):
         from ..errors import MissingDependency
 
         raise MissingDependency(exc.name or "?", f"the upstream reference of {spec.id}") from None
-    with tempfile.TemporaryDirectory(prefix="depthport-web-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="web-", dir=process_folder()) as scratch:
         try:
             result = verify_folder(WebJob(folder, refs, built, Path(scratch), args.threads, args.fast_shaders,
                                           backends, config))

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import shutil
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -14,6 +12,7 @@ from ..build import Built
 from ..core.evidence_budget import EvidenceBudget, evidence_budget
 from ..core.evidence_cache import EvidenceCache, weights_digest
 from ..rewrites.ledger import ledger_rewrites
+from ..scratch import process_folder
 
 
 @dataclass(kw_only=True)
@@ -90,10 +89,9 @@ class ExportContext:
 
     @property
     def scratch(self) -> Path:
-        """A temporary folder for this export's intermediate files, removed at exit."""
+        """A temporary folder for this export's intermediate files, inside ``scratch.process_folder()``."""
         if self._scratch is None:
-            self._scratch = Path(tempfile.mkdtemp(prefix="depthport-export-"))
-            atexit.register(shutil.rmtree, self._scratch, True)
+            self._scratch = Path(tempfile.mkdtemp(prefix="export-", dir=process_folder()))
         return self._scratch
 
     @property

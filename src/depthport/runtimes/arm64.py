@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..scratch import process_folder
 from . import fp16_sentinel
 
 ROOT_ENV = "DEPTHPORT_ARM64_ROOT"
@@ -70,7 +71,7 @@ def run_pte(path: str | Path, inputs: list[tuple[np.ndarray, ...]], threads: int
     if not ok:
         raise InputError(f"cannot run {Path(path).name} on the emulated ARMv8.2 CPU: {reason}")
     root = arm64_root()
-    with tempfile.TemporaryDirectory(prefix="depthport-arm64-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="arm64-", dir=process_folder()) as tmp:
         tmp = Path(tmp)
         (tmp / "in").mkdir()
         (tmp / "out").mkdir()

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..scratch import process_folder
+
 K = 4096
 SHAPE = (1, 12, K)
 
@@ -80,7 +82,7 @@ def host_total() -> float:
         try:
             path = sentinel_file()
         except OSError:  # no writable cache folder: lowered into a temporary one
-            with tempfile.TemporaryDirectory(prefix="depthport-sentinel-") as tmp:
+            with tempfile.TemporaryDirectory(prefix="sentinel-", dir=process_folder()) as tmp:
                 return _run(write_sentinel(Path(tmp) / "sentinel.pte"))
         try:
             return _run(path)

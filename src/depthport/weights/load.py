@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..scratch import process_folder
 from ..spec import ModelSpec
 from . import formats
 from .errors import WeightsError, WeightsUnavailable
@@ -54,7 +55,7 @@ class LoadedWeights:
         if self._spill is None:
             from safetensors.torch import save_file
 
-            fd, path = tempfile.mkstemp(prefix="depthport-weights-", suffix=".safetensors")
+            fd, path = tempfile.mkstemp(prefix="weights-", suffix=".safetensors", dir=process_folder())
             os.close(fd)
             weakref.finalize(self, Path(path).unlink, missing_ok=True)
             seen: set[int] = set()
