@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 CHILD = ("import os, signal, sys\nfrom depthport.scratch import process_folder\n"
          "folder = process_folder()\n(folder / 'model.safetensors').write_bytes(bytes(1 << 20))\n"
          "print(folder, flush=True)\n"
