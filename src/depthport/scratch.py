@@ -1,7 +1,7 @@
 """Large temporary files (a model or its weights spilled to disk, an export's intermediate files: gigabytes for a
 Large model) go into one folder per process, ``depthport-PID-XXXXXXXX`` in the system's temporary folder, removed
 when the process exits. A process killed outright (SIGKILL, the kernel's out-of-memory killer) cannot remove its
-folder; the next export, and the next depthport process that makes a folder, removes every such folder whose
+folder; the next export (or the next depthport process that makes a folder) removes every such folder whose
 process has gone.
 
 A folder is in use while its process holds a lock on the ``.owner`` file in it: the kernel drops the lock when the
