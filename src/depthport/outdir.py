@@ -181,7 +181,7 @@ def claim_output_files(outputs, taken: dict[Path, str]) -> None:
     for option, path, suffix, holds in outputs:
         if not path:
             continue
-        key = check_output_file(path, option).resolve()
+        key = check_output_file(path, option, f"depth{suffix or Path(path).suffix}").resolve()
         if key in taken:
             raise InputError(f"{option} {path} would overwrite {taken[key]}; give another file name")
         if suffix and Path(path).suffix.lower() != suffix:
@@ -189,14 +189,15 @@ def claim_output_files(outputs, taken: dict[Path, str]) -> None:
         taken[key] = f"the {option} file"
 
 
-def check_output_file(path: str | os.PathLike, option: str) -> Path:
-    """``path`` as a Path, if a file can be written there; else an InputError naming ``option``.
+def check_output_file(path: str | os.PathLike, option: str, example: str) -> Path:
+    """``path`` as a Path, if a file can be written there; else an InputError naming ``option`` (and, where ``path``
+    is a folder, the file name ``example`` in it).
 
     Missing folders are fine (they are created when the file is written); an existing folder at ``path``, a
     regular file where a folder should be, or a folder this process may not write into is not."""
     path = Path(path)
     if path.is_dir():
-        raise InputError(f"{option} {path} is a folder; give a file name, e.g. {path / 'depth.png'}")
+        raise InputError(f"{option} {path} is a folder; give a file name, e.g. {path / example}")
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent

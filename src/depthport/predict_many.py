@@ -94,7 +94,7 @@ def image_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path) -> l
                 raise InputError(f"{option} would overwrite {taken[path.resolve()]}; give another folder")
     for option, path in zip(("-o", "--npy"), pairs[0]):
         if path is not None:
-            check_output_file(path, option)
+            check_output_file(path, option, f"depth{path.suffix}")
     return pairs
 
 

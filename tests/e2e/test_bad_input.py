@@ -348,8 +348,14 @@ def test_many_inputs_refuse_outputs_before_any_work(tiny_tflite, tmp_path, out, 
 
 # ------------------------------------------------------------------------------------------------------ outputs
 def test_output_that_is_an_existing_folder_is_refused(tiny_tflite, out, capsys):
-    refused(capsys, ["predict", str(tiny_tflite), ASSET, "-o", str(out)], f"-o {out} is a folder")
-    assert not list(out.iterdir())
+    """Where the file itself would go a folder stands (one image's -o names a folder: the image's name in it);
+    the example file name has the output's suffix."""
+    (out / "chelsea.png").mkdir()
+    refused(capsys, ["predict", str(tiny_tflite), ASSET, "-o", str(out)],
+            f"-o {out / 'chelsea.png'} is a folder; give a file name, e.g. {out / 'chelsea.png' / 'depth.png'}")
+    refused(capsys, ["bench", str(tiny_tflite), "--json", str(out)], f"--json {out} is a folder; give a file name, "
+            f"e.g. {out / 'bench.json'}")
+    assert [p.name for p in out.iterdir()] == ["chelsea.png"] and not list((out / "chelsea.png").iterdir())
 
 
 @pytest.mark.parametrize("option", ["-o", "--npy"])

@@ -266,6 +266,26 @@ def test_a_file_without_its_report_says_what_was_assumed(tiny_tflite, tmp_path, 
     assert "report.json" not in capsys.readouterr().err
 
 # ------------------------------------------------------------------------------------------------ the size
+def test_one_image_into_a_folder_takes_the_images_name(tiny_tflite, tmp_path, capsys):
+    """-o or --npy naming a folder (one that exists, or a path ending in '/') puts NAME.png or NAME.npy in it, as cp
+    puts a file into a folder; --npy alone goes beside the PNG; a file name is still the file."""
+    image = tmp_path / "IMG_0001.jpg"
+    photo().save(image)
+    depth = single(capsys, tiny_tflite, image, tmp_path / "one")
+    (tmp_path / "there").mkdir()
+    out, _ = ok(capsys, ["predict", tiny_tflite, image, "-o", tmp_path / "there", "--npy"])
+    assert out.startswith(f"wrote {tmp_path / 'there' / 'IMG_0001.png'} and {tmp_path / 'there' / 'IMG_0001.npy'}")
+    ok(capsys, ["predict", tiny_tflite, image, "-o", f"{tmp_path / 'new'}/", "--npy", f"{tmp_path / 'npy'}/"])
+    ok(capsys, ["predict", tiny_tflite, image, "-o", tmp_path / "named.png", "--npy", tmp_path / "there"])
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file() and p != image) == [
+        "named.png", "new/IMG_0001.png", "npy/IMG_0001.npy", "one.npy", "one.png", "there/IMG_0001.npy",
+        "there/IMG_0001.png"]
+    for npy in ("npy/IMG_0001.npy", "there/IMG_0001.npy"):
+        assert np.array_equal(np.load(tmp_path / npy), depth)
+    for png in ("named.png", "new/IMG_0001.png", "there/IMG_0001.png"):
+        assert Image.open(tmp_path / png).tobytes() == Image.open(tmp_path / "one.png").tobytes()
+
+
 @pytest.mark.parametrize("letterbox", [False, True])
 def test_depth_is_at_the_photos_size_unless_model_size(tiny_tflite, tmp_path, capsys, letterbox):
     """Default: the model's depth resized to the photo (bicubic, align_corners=False; the letterbox's content

@@ -97,7 +97,7 @@ def run(args) -> int:
     if args.threads < 1 or args.rounds < 1 or args.iters < 1 or args.warmup < 0 or args.profile_runs < 1:
         raise InputError("--threads, --rounds, --iters and --profile-runs must be >= 1 and --warmup >= 0")
     if args.json:
-        check_output_file(args.json, "--json")
+        check_output_file(args.json, "--json", "bench.json")
     if args.profile and Path(args.profile).suffix not in PROFILED:
         raise InputError(f"--profile takes a {', '.join(PROFILED)} file, not {Path(args.profile).name}")
     if not args.files and not args.torch:

@@ -3,6 +3,7 @@ and write colourised depth (PNGs, or a depth video) at the input's size."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..errors import InputError
@@ -20,12 +21,12 @@ def add_parser(subparsers):
                    help="an image, a folder of images, a quoted glob pattern ('photos/*.jpg', '**' recursive) or a "
                         "video (.mp4, .mov, .mkv, .webm, .avi, ...)")
     p.add_argument("-o", "--output",
-                   help="one image: the depth PNG (default depth.png); a folder or pattern: the output folder, one "
+                   help="one image: the depth PNG (default depth.png), or a folder to put NAME.png in; a folder or pattern: the output folder, one "
                         "NAME.png per image (default depth/); a video: the depth video, .mp4/.mov/.mkv (default "
                         "depth.mp4)")
     p.add_argument("--npy", nargs="?", const="", metavar="PATH",
                    help="also write the depth as float32 .npy (metres for metric models); alone: beside the PNGs. "
-                        "One image: PATH is the file; a folder or pattern: PATH is a folder; a video: the stack "
+                        "One image: PATH is the file, or a folder to put NAME.npy in; a folder or pattern: PATH is a folder; a video: the stack "
                         "(frames, H, W) is always written, beside the video unless PATH names it")
     p.add_argument("--model-size", action="store_true",
                    help="keep the depth at the model's input size (default: resized to the input's size, bicubic "
@@ -72,12 +73,22 @@ def run(args) -> int:
     return code
 
 
+def into_folder(given: str | None, image: Path, suffix: str) -> Path | None:
+    """One image's output where -o or --npy names a folder (one that exists, or a path ending in '/'): the image's
+    name in it, as ``cp`` puts a file into a folder (``photos/IMG_1.jpg -o depth/`` gives ``depth/IMG_1.png``);
+    else None."""
+    if given and (given.endswith(("/", os.sep)) or Path(given).is_dir()):
+        return Path(given) / f"{image.stem}{suffix}"
+    return None
+
+
 def _one(args, image: Path, out: Path, options: dict) -> int:
     from ..focal import photo_note
     from ..predict import output_units, predict
     from ..quiet import native_stderr_muted
 
-    npy = out.with_suffix(".npy") if args.npy == "" else args.npy
+    out = into_folder(args.output, image, ".png") or out
+    npy = out.with_suffix(".npy") if args.npy == "" else into_folder(args.npy, image, ".npy") or args.npy
     notes = []  # an animation's frame count; the focal length the metres took from the photo's EXIF, if they did
     with native_stderr_muted(not args.verbose):
         depth = predict(args.file, image, out, npy, prompt=args.prompt,
