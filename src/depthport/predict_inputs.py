@@ -50,6 +50,7 @@ class Inputs:
     end_s: float | None = None  # a video's end as its header declares it, on its frames' clock (start + duration)
     videos: list[str] = field(default_factory=list)  # videos in a folder or pattern, passed over: those take images
     others: list[str] = field(default_factory=list)  # files a pattern matches not named like images (.json, .AAE)
+    folders: list[str] = field(default_factory=list)  # a folder's subfolders, not searched (a trip's day1/, day2/)
 
     @property
     def names(self) -> list[str]:
@@ -118,12 +119,14 @@ def _maybe_image(path: Path) -> bool:
 
 def _open_folder(path: Path, text: str) -> Inputs:
     """A folder's images; its videos (a phone's Live Photo .MOV beside each .HEIC) are named, not read: alone
-    they are an InputError saying to give each on its own, beside images the summary says they were passed over."""
+    they are an InputError saying to give each on its own, beside images the summary says they were passed over.
+    Its subfolders are not searched, and the summary names them with the pattern that reads them."""
     try:
-        videos = sorted(p.name for p in path.iterdir()
-                        if p.suffix.lower() in VIDEO_SUFFIXES and not p.name.startswith(".") and p.is_file())
+        listed = sorted(p for p in path.iterdir() if not p.name.startswith("."))
     except OSError:
-        videos = []
+        listed = []
+    videos = [p.name for p in listed if p.suffix.lower() in VIDEO_SUFFIXES and p.is_file()]
+    folders = [p.name for p in listed if p.is_dir()]
     try:
         files = image_files(path)
     except InputError:
@@ -131,7 +134,7 @@ def _open_folder(path: Path, text: str) -> Inputs:
             raise
         raise InputError(f"{path} holds {_videos(videos)} and no image: a folder takes images; give each video on its "
                          f"own, e.g. {path / videos[0]}") from None
-    return Inputs("images", text, files, root=path, videos=videos)
+    return Inputs("images", text, files, root=path, videos=videos, folders=folders)
 
 
 def _listed(noun: str, names: list[str]) -> str:
@@ -164,6 +167,9 @@ def passed_over(inputs: Inputs) -> str:
     notes = [f"{_videos(inputs.videos)} {where} passed over: give each video on its own"] if inputs.videos else []
     if inputs.others:
         notes.append(f"{_others(inputs.others)} {where} passed over, not named like images")
+    if inputs.folders:
+        notes.append(f"{_listed('folder', inputs.folders)} in the folder not searched: for every image under it give "
+                     f"a quoted pattern, '{Path(inputs.source) / '**' / '*'}'")
     return "; ".join(notes)
 
 

@@ -432,9 +432,14 @@ def test_a_quoted_home_pattern_is_expanded_a_url_is_refused_and_a_pattern_in_the
 def test_bad_image_in_a_folder_is_skipped_and_counted(tiny_tflite, photos, tmp_path, capsys):
     (photos / "bad.jpg").write_text("not a picture")
     out, err = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out"])
-    assert "5 images, 1 skipped (bad.jpg: cannot read image" in out and " fps; wrote " in out
+    assert "5 images, 1 skipped (bad.jpg: cannot read image" in out
     assert "skipped bad.jpg: cannot read image" in err
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.jpg.png", "a.png.png", "b.png", "c.png"]
+    pattern = f"{photos}/**/*"  # a trip's day1/, day2/: the subfolder is named with the pattern that reads it
+    assert f" fps; 1 folder (sub) in the folder not searched: for every image under it give a quoted pattern, " \
+           f"'{pattern}'; wrote " in out
+    out, _ = ok(capsys, ["predict", tiny_tflite, pattern, "-o", tmp_path / "all"])
+    assert "6 images, 1 skipped (bad.jpg: " in out and (tmp_path / "all" / "sub" / "d.png").is_file()
 
 
 DATA = Path(__file__).parent / "data"
@@ -516,7 +521,7 @@ def test_camera_raw_is_refused_with_what_to_do_and_passed_over_beside_its_jpeg(t
         folder_set(tmp_path)
     (tmp_path / "100APPLE").mkdir()  # a phone's DCIM: the photos are a folder down
     with pytest.raises(InputError, match=r"it holds 1 folder\(s\) \(100APPLE\), not searched: for every image under "
-                                         r"it give a quoted pattern, '.*/\*\*/\*\.jpg'"):
+                                         r"it give a quoted pattern, '.*/\*\*/\*'"):
         folder_set(tmp_path)
 
 # ------------------------------------------------------------------------------------------------ video
@@ -530,7 +535,7 @@ def test_videos_in_a_folder_of_photos_are_passed_over_and_named(tiny_tflite, pho
     out, _ = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out"])
     assert "4 images, 0 skipped, " in out
     assert " fps; 2 videos (IMG_0001.MOV, IMG_0002.MOV) in the folder passed over: give each video on its own; " \
-           "wrote" in out
+           "1 folder (sub) in the folder not searched" in out
     assert not any(p.name.startswith("IMG_") for p in (tmp_path / "out").iterdir())
     (photos / "IMG_0001.AAE").write_text("<plist/>")  # the iPhone's edit sidecar; Google Takeout's .json alike
     out, _ = ok(capsys, ["predict", tiny_tflite, f"{photos}/*", "-o", tmp_path / "pattern"])  # the same by a pattern

@@ -81,7 +81,7 @@ def image_files(folder: str | Path) -> list[Path]:
         subfolders = [p for p in listed if p.is_dir()]
         sub = (f"; it holds {len(subfolders)} folder(s) ({', '.join(p.name for p in subfolders[:3])}"
                f"{', ...' if len(subfolders) > 3 else ''}), not searched: for every image under it give a quoted "
-               f"pattern, '{folder / '**' / '*.jpg'}'" if subfolders else "")
+               f"pattern, '{folder / '**' / '*'}'" if subfolders else "")
         raise InputError(f"no images in {folder} ({looked_for()}){raw}{sub}")
     return files
 
