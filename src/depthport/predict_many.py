@@ -104,7 +104,8 @@ def video_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path, prom
     name with .npy, the timestamps to the stack's with .timestamps.json. None of them may overwrite the video, the
     model file or the ``prompt`` stack."""
     if out.suffix.lower() not in VIDEO_FORMATS:
-        raise InputError(f"-o {out}: a depth video is written as {', '.join(VIDEO_FORMATS)}; give -o NAME.mp4")
+        raise InputError(f"-o {out}: a depth video is written as {', '.join(VIDEO_FORMATS)}; give -o NAME.mp4, or "
+                         f"a folder to put {inputs.files[0].stem}.mp4 in ({out.with_suffix('')}/)")
     named = "--npy" if npy is not None else "the depth stack (beside -o; --npy names it)"
     npy = npy if npy is not None else out.with_suffix(".npy")
     paths = (out, npy, npy.with_suffix(".timestamps.json"))

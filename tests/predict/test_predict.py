@@ -591,6 +591,24 @@ def test_video_gives_a_depth_video_a_stack_and_timestamps(tiny_tflite, tmp_path,
             assert np.array_equal(row, predictor.depth(image))
 
 
+
+def test_a_video_into_a_folder_takes_the_videos_name(tiny_tflite, tmp_path, capsys):
+    """-o or --npy naming a folder (one that exists, or a path ending in '/') puts NAME.mp4, or NAME.npy and its
+    timestamps, in it, as for one image; a name that is neither a video file nor a folder says both ways."""
+    make_video(tmp_path / "IMG_0002.MOV", 3)
+    out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "IMG_0002.MOV", "-o", f"{tmp_path / 'new'}/"])
+    assert out.startswith(f"3 frames, 0 skipped, ") and out.rstrip().endswith(
+        f"wrote {tmp_path / 'new' / 'IMG_0002.mp4'}, {tmp_path / 'new' / 'IMG_0002.npy'} and "
+        f"{tmp_path / 'new' / 'IMG_0002.timestamps.json'}")
+    (tmp_path / "there").mkdir()
+    ok(capsys, ["predict", tiny_tflite, tmp_path / "IMG_0002.MOV", "-o", tmp_path / "there", "--npy", tmp_path / "new"])
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.suffix != ".MOV") == [
+        "new", "new/IMG_0002.mp4", "new/IMG_0002.npy", "new/IMG_0002.timestamps.json", "there", "there/IMG_0002.mp4"]
+    with av.open(str(tmp_path / "there" / "IMG_0002.mp4")) as container:
+        assert len(list(container.decode(video=0))) == 3
+    assert main(["predict", str(tiny_tflite), str(tmp_path / "IMG_0002.MOV"), "-o", str(tmp_path / "depth")]) == 2
+    assert f"give -o NAME.mp4, or a folder to put IMG_0002.mp4 in ({tmp_path / 'depth'}/)" in capsys.readouterr().err
+
 def test_a_video_whose_stack_the_disk_cannot_hold_is_refused_and_a_full_disk_leaves_nothing(
         tiny_tflite, tmp_path, capsys, monkeypatch):
     """The stack's size is known at the first frame (frames x H x W x 4 bytes): more than the disk has free is

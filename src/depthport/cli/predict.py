@@ -23,11 +23,11 @@ def add_parser(subparsers):
     p.add_argument("-o", "--output",
                    help="one image: the depth PNG (default depth.png), or a folder to put NAME.png in; a folder or pattern: the output folder, one "
                         "NAME.png per image (default depth/); a video: the depth video, .mp4/.mov/.mkv (default "
-                        "depth.mp4)")
+                        "depth.mp4), or a folder to put NAME.mp4 in")
     p.add_argument("--npy", nargs="?", const="", metavar="PATH",
                    help="also write the depth as float32 .npy (metres for metric models); alone: beside the PNGs. "
                         "One image: PATH is the file, or a folder to put NAME.npy in; a folder or pattern: PATH is a folder; a video: the stack "
-                        "(frames, H, W) is always written, beside the video unless PATH names it")
+                        "(frames, H, W) is always written, beside the video unless PATH names it (or a folder for NAME.npy)")
     p.add_argument("--model-size", action="store_true",
                    help="keep the depth at the model's input size (default: resized to the input's size, bicubic "
                         "as transformers' post_process_depth_estimation)")
@@ -74,9 +74,9 @@ def run(args) -> int:
 
 
 def into_folder(given: str | None, image: Path, suffix: str) -> Path | None:
-    """One image's output where -o or --npy names a folder (one that exists, or a path ending in '/'): the image's
-    name in it, as ``cp`` puts a file into a folder (``photos/IMG_1.jpg -o depth/`` gives ``depth/IMG_1.png``);
-    else None."""
+    """One image's or a video's output where -o or --npy names a folder (one that exists, or a path ending in '/'):
+    the input's name in it, as ``cp`` puts a file into a folder (``photos/IMG_1.jpg -o depth/`` gives
+    ``depth/IMG_1.png``, ``IMG_2.MOV -o depth/`` ``depth/IMG_2.mp4``); else None."""
     if given and (given.endswith(("/", os.sep)) or Path(given).is_dir()):
         return Path(given) / f"{image.stem}{suffix}"
     return None
@@ -112,8 +112,9 @@ def _many(args, inputs, out: Path, options: dict) -> int:
 
     model, video = Path(args.file), inputs.kind == "video"
     if video:
-        paths = video_outputs(inputs, out, Path(args.npy) if args.npy else None, model,
-                              Path(args.prompt) if args.prompt else None)
+        out = into_folder(args.output, inputs.files[0], ".mp4") or out
+        npy = into_folder(args.npy, inputs.files[0], ".npy") or (Path(args.npy) if args.npy else None)
+        paths = video_outputs(inputs, out, npy, model, Path(args.prompt) if args.prompt else None)
         tally, wrote, run_many = Tally("frames"), f"wrote {paths[0]}, {paths[1]} and {paths[2]}", predict_video
     else:
         npy = None if args.npy is None else Path(args.npy) if args.npy else out
