@@ -39,7 +39,9 @@ class Item:
 @dataclass
 class Inputs:
     """``kind`` is "image" (one file: ``predict`` handles it), "images" (a folder or a pattern: ``files``, named
-    relative to ``root``) or "video" (``files`` = [the video]); ``total`` is None where a video does not say."""
+    relative to ``root``), "video" (``files`` = [the video]) or "videos" (a folder or a pattern that holds videos
+    and no image: ``files``, named relative to ``root``, each opened with ``open_video`` when its turn comes);
+    ``total`` is None where a video does not say."""
     kind: str
     source: str
     files: list[Path]
@@ -48,7 +50,7 @@ class Inputs:
     fps: Fraction | None = None
     time_base: Fraction | None = None
     end_s: float | None = None  # a video's end as its header declares it, on its frames' clock (start + duration)
-    videos: list[str] = field(default_factory=list)  # videos in a folder or pattern, passed over: those take images
+    videos: list[str] = field(default_factory=list)  # videos beside images in a folder or pattern, passed over
     others: list[str] = field(default_factory=list)  # files a pattern matches not named like images (.json, .AAE)
     folders: list[str] = field(default_factory=list)  # a folder's subfolders, not searched (a trip's day1/, day2/)
 
@@ -74,12 +76,12 @@ def _has_magic(text: str) -> bool:
 def open_inputs(source: str | Path) -> Inputs:
     """The inputs ``source`` names: an existing folder (its image files, as ``core.images.image_files`` lists
     them, not recursive), a file or path with a video suffix (``VIDEO_SUFFIXES``), a quoted glob pattern (every
-    file it matches, ``**`` recursive, sorted by path), else one image. Videos in a folder or matching a pattern are
-    passed over (``Inputs.videos``: the summary names them), and so are files a pattern matches that are not named
-    like images (``Inputs.others``: Google Takeout's .json and the iPhone's .AAE sidecars; a file with no suffix is
-    tried). A pattern matching nothing, a folder or pattern with no image, or a video that cannot be opened is an
-    InputError. A leading ``~`` is the home folder (a quoted pattern reaches us unexpanded); a URL is refused in
-    one line."""
+    file it matches, ``**`` recursive, sorted by path), else one image. Videos beside images in a folder or matching
+    a pattern are passed over (``Inputs.videos``: the summary names them); a folder or pattern with videos and no
+    image is its videos. Files a pattern matches that are not named like images are passed over (``Inputs.others``:
+    Google Takeout's .json and the iPhone's .AAE sidecars; a file with no suffix is tried). A pattern matching
+    nothing, a folder or pattern with neither image nor video, or a video that cannot be opened is an InputError.
+    A leading ``~`` is the home folder (a quoted pattern reaches us unexpanded); a URL is refused in one line."""
     if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://", str(source)):
         raise InputError(f"{source} is a URL, and depthport reads local files: download it first (curl -O URL)")
     text = os.path.expanduser(str(source))
@@ -87,7 +89,7 @@ def open_inputs(source: str | Path) -> Inputs:
     if path.is_dir():
         return _open_folder(path, text)
     if path.exists() or not _has_magic(text):
-        return _open_video(path) if path.suffix.lower() in VIDEO_SUFFIXES else Inputs("image", text, [path])
+        return open_video(path) if path.suffix.lower() in VIDEO_SUFFIXES else Inputs("image", text, [path])
     files = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file() and not is_prompt_file(Path(p)))
     if not files:
         other = sorted(p for p in glob.glob(_any_case(text), recursive=True) if Path(p).is_file())
@@ -97,15 +99,15 @@ def open_inputs(source: str | Path) -> Inputs:
     images, videos, others = [], [], []
     for f in files:
         (videos if f.suffix.lower() in VIDEO_SUFFIXES else images if _maybe_image(f) else others).append(f)
-    if not images and videos and not others:
-        raise InputError(f"the pattern {text!r} matches {_videos([f.name for f in videos])} and no image: a pattern "
-                         "or a folder takes images; give each video on its own")
-    if not images:
-        raise InputError(f"the pattern {text!r} matches no file named like an image: {_others(others)}"
-                         + (f" and {_videos([f.name for f in videos])}" if videos else ""))
+    if not images and not videos:
+        raise InputError(f"the pattern {text!r} matches no file named like an image or a video: {_others(others)}")
     parts = path.parts
     fixed = next(i for i, part in enumerate(parts) if _has_magic(part))
     root = Path(*parts[:fixed]) if fixed else Path(".")
+    if not images:
+        inputs = Inputs("videos", text, videos, root=root)
+        inputs.others = inputs.relative(others)
+        return inputs
     inputs = Inputs("images", text, images, root=root)
     inputs.videos, inputs.others = inputs.relative(videos), inputs.relative(others)
     return inputs
@@ -118,9 +120,9 @@ def _maybe_image(path: Path) -> bool:
 
 
 def _open_folder(path: Path, text: str) -> Inputs:
-    """A folder's images; its videos (a phone's Live Photo .MOV beside each .HEIC) are named, not read: alone
-    they are an InputError saying to give each on its own, beside images the summary says they were passed over.
-    Its subfolders are not searched, and the summary names them with the pattern that reads them."""
+    """A folder's images; its videos (a phone's Live Photo .MOV beside each .HEIC) are passed over, and the summary
+    names them; a folder of videos and no image is its videos. Its subfolders are not searched, and the summary
+    names them with the pattern that reads them."""
     try:
         listed = sorted(p for p in path.iterdir() if not p.name.startswith("."))
     except OSError:
@@ -132,8 +134,7 @@ def _open_folder(path: Path, text: str) -> Inputs:
     except InputError:
         if not videos:
             raise
-        raise InputError(f"{path} holds {_videos(videos)} and no image: a folder takes images; give each video on its "
-                         f"own, e.g. {path / videos[0]}") from None
+        return Inputs("videos", text, [path / name for name in videos], root=path, folders=folders)
     return Inputs("images", text, files, root=path, videos=videos, folders=folders)
 
 
@@ -164,9 +165,11 @@ def _others(names: list[str] | list[Path]) -> str:
 def passed_over(inputs: Inputs) -> str:
     """The summary's note on what a folder or pattern held beside its images and was not read; "" for nothing."""
     where = "in the folder" if inputs.root == Path(inputs.source) else "matching the pattern"
-    notes = [f"{_videos(inputs.videos)} {where} passed over: give each video on its own"] if inputs.videos else []
+    notes = [f"{_videos(inputs.videos)} {where} passed over: give them on their own, one video or a pattern of "
+             f"videos ('{inputs.root / ('*' + Path(inputs.videos[0]).suffix)}')"] if inputs.videos else []
     if inputs.others:
-        notes.append(f"{_others(inputs.others)} {where} passed over, not named like images")
+        notes.append(f"{_others(inputs.others)} {where} passed over, not named like "
+                     f"{'videos' if inputs.kind == 'videos' else 'images'}")
     if inputs.folders:
         notes.append(f"{_listed('folder', inputs.folders)} in the folder not searched: for every image under it give "
                      f"a quoted pattern, '{Path(inputs.source) / '**' / '*'}'")
@@ -193,7 +196,8 @@ def _images(files: list[Path], names: list[str]) -> Iterator[Item]:
         yield Item(name, image, index=index, path=file)
 
 
-def _open_video(path: Path) -> Inputs:
+def open_video(path: Path) -> Inputs:
+    """One video's header: its frame count, rate and time base; one that cannot be opened is an InputError."""
     import av
 
     if not path.is_file():

@@ -9,6 +9,8 @@
   frame number in the source and presentation time in seconds, and ``skipped``, the frames left out and why.
   The depth video keeps the source's frame rate and each frame's timestamp (a skipped frame leaves a gap). The
   three files are written to temp files and renamed at the end: Ctrl-C leaves none of them.
+- A folder or a pattern of videos: each video's three files, named after it, in the output folder
+  (``videos_outputs``; ``cli.predict`` runs them one after another).
 
 An input that cannot be read (or predicted) is reported and skipped, and counted in the summary; when none can,
 it is an InputError (exit status 2)."""
@@ -44,9 +46,10 @@ OnItem = Callable[[Item, bool], None]
 
 @dataclass
 class Tally:
-    """What a run did so far: ``noun`` is "images" or "frames"."""
+    """What a run did so far: ``noun`` is "images", "frames" or "videos" (whose rate counts their ``frames``)."""
     noun: str
     done: int = 0
+    frames: int | None = None
     skipped: list[tuple[str, str]] = field(default_factory=list)
     start: float = field(default_factory=time.perf_counter)
     notes: list[str] = field(default_factory=list)  # said after the counts: a folder's videos, a truncated video, ...
@@ -59,10 +62,11 @@ class Tally:
         shown = "; ".join(f"{name}: {error}" for name, error in self.skipped[:3])
         more = "; ..." if len(self.skipped) > 3 else ""
         skipped = f"{len(self.skipped)} skipped" + (f" ({shown}{more})" if self.skipped else "")
-        rate = self.done / max(time.perf_counter() - self.start, 1e-9)
+        rate = (self.done if self.frames is None else self.frames) / max(time.perf_counter() - self.start, 1e-9)
         count = self.done + len(self.skipped)
         note = "".join(f"; {note}" for note in self.notes if note)
-        return f"{count} {self.noun if count != 1 else self.noun[:-1]}, {skipped}, {rate:.1f} fps{note}"
+        frames = "" if self.frames is None else f"{self.frames} frames at "
+        return f"{count} {self.noun if count != 1 else self.noun[:-1]}, {skipped}, {frames}{rate:.1f} fps{note}"
 
     def check_any(self) -> None:
         """Nothing processed is an InputError."""
@@ -73,19 +77,29 @@ class Tally:
             raise InputError(f"none of the {len(self.skipped)} {self.noun} could be processed; first: {name}: {error}")
 
 
+def _check_folders(out: Path, npy: Path | None, noun: str) -> None:
+    """``out`` (and ``npy``) must be folders or not exist yet, and not be named like a file."""
+    for option, folder in (("-o", out), ("--npy", npy)):
+        if folder is not None and folder.exists() and not folder.is_dir():
+            raise InputError(f"{option} {folder} is a file; for a folder or pattern of {noun}s {option} is a folder")
+        if folder is not None and not folder.exists() and folder.suffix.lower() in FILE_SUFFIXES:
+            raise InputError(f"{option} {folder} names a file, and a folder or pattern of {noun}s writes one file per "
+                             f"{noun} into a folder; give {option} FOLDER (e.g. {folder.with_suffix('')})")
+
+
+def _stems(names: list[str]) -> list[str]:
+    """Each input's output name without suffix: its name less the suffix, or where two inputs share that, its name
+    (``a.jpg`` and ``a.png`` give ``a.jpg`` and ``a.png``, to which the output's suffix is added)."""
+    stems = [str(PurePosixPath(name).with_suffix("")) for name in names]
+    count = Counter(stems)
+    return [stem if count[stem] == 1 else name for stem, name in zip(stems, names)]
+
+
 def image_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path) -> list[tuple[Path, Path | None]]:
     """(PNG, .npy or None) for each image of ``inputs``, checked before any work: ``out`` (and ``npy``) must be
     folders or not exist yet, and no output may overwrite an input or the model file."""
-    for option, folder in (("-o", out), ("--npy", npy)):
-        if folder is not None and folder.exists() and not folder.is_dir():
-            raise InputError(f"{option} {folder} is a file; for a folder or pattern of images {option} is a folder")
-        if folder is not None and not folder.exists() and folder.suffix.lower() in FILE_SUFFIXES:
-            raise InputError(f"{option} {folder} names a file, and a folder or pattern of images writes one file per "
-                             f"image into a folder; give {option} FOLDER (e.g. {folder.with_suffix('')})")
-    names = inputs.names
-    stems = [str(PurePosixPath(name).with_suffix("")) for name in names]
-    count = Counter(stems)
-    stems = [stem if count[stem] == 1 else name for stem, name in zip(stems, names)]
+    _check_folders(out, npy, "image")
+    stems = _stems(inputs.names)
     pairs = [(out / f"{stem}.png", npy / f"{stem}.npy" if npy is not None else None) for stem in stems]
     taken = {file.resolve(): f"the image {file}" for file in inputs.files} | {model.resolve(): "the model file"}
     for pair in pairs:
@@ -96,6 +110,14 @@ def image_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path) -> l
         if path is not None:
             check_output_file(path, option, f"depth{path.suffix}")
     return pairs
+
+
+def videos_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path) -> list[tuple[Path, Path, Path]]:
+    """``video_outputs`` for each video of a folder or pattern, all checked before any work: ``OUT/NAME.mp4``, and
+    ``NAME.npy`` with ``NAME.timestamps.json`` beside it, or in the ``npy`` folder."""
+    _check_folders(out, npy, "video")
+    return [video_outputs(Inputs("video", str(file), [file]), out / f"{stem}.mp4", (npy or out) / f"{stem}.npy", model)
+            for file, stem in zip(inputs.files, _stems(inputs.names))]
 
 
 def video_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path, prompt: Path | None = None

@@ -292,27 +292,33 @@ def tiny_video(path: Path, frames: int = 2) -> Path:
     ("missing-video", "video not found"),
     ("no-match", "no files match the pattern"),
     ("only-bad-images", "none of the 2 images could be processed; first: bad.png: cannot read image"),
-    ("videos-in-a-pattern", "matches 1 video (clip.mp4) and no image: a pattern or a folder takes images"),
-    ("videos-in-a-folder", "holds 1 video (clip.mp4) and no image: a folder takes images; give each video on its own"),
+    ("only-bad-videos", "none of the 2 videos could be processed; first: a.mp4: cannot read video"),
+    ("no-image-or-video", "matches no file named like an image or a video: 2 other files (.AAE, .json)"),
 ])
 def test_many_inputs_that_cannot_be_read_are_one_line(tiny_tflite, tmp_path, out, capsys, case, message):
     source = {"not-a-video": tmp_path / "clip.mp4", "missing-video": tmp_path / "missing.mov",
               "no-match": tmp_path / "*.jpg", "only-bad-images": tmp_path / "photos",
-              "videos-in-a-pattern": tmp_path / "*.mp4", "videos-in-a-folder": tmp_path}[case]
+              "only-bad-videos": tmp_path / "clips", "no-image-or-video": tmp_path / "IMG_*"}[case]
     if case == "not-a-video":
         source.write_text("not a video")
     elif case == "only-bad-images":
         source.mkdir()
         (source / "bad.png").write_text("not an image")
         (source / "empty.jpg").write_bytes(b"")
-    elif case in ("videos-in-a-pattern", "videos-in-a-folder"):
-        tiny_video(tmp_path / "clip.mp4")
+    elif case == "only-bad-videos":
+        source.mkdir()
+        (source / "a.mp4").write_text("not a video")
+        (source / "b.MOV").write_bytes(b"")
+    elif case == "no-image-or-video":
+        (tmp_path / "IMG_0001.AAE").write_text("<plist/>")
+        (tmp_path / "IMG_0001.json").write_text("{}")
     argv = ["predict", str(tiny_tflite), str(source), "-o", str(out / "depth")]
-    if case == "only-bad-images":  # each skipped image has its line as it goes, then the error, and nothing more
+    if case.startswith("only-bad"):  # each skipped input has its line as it goes, then the error, and nothing more
         run = in_child(argv)  # (the runtime's teardown log lines used to follow: the error held the loaded model)
         assert run.returncode == 2
         *skips, last = run.stderr.strip().splitlines()
-        assert [line.split(":")[0] for line in skips] == ["skipped bad.png", "skipped empty.jpg"], run.stderr
+        names = ["bad.png", "empty.jpg"] if case == "only-bad-images" else ["a.mp4", "b.MOV"]
+        assert [line.split(":")[0] for line in skips] == [f"skipped {name}" for name in names], run.stderr
         assert last.startswith("depthport predict: error: ") and message in last
     else:
         refused(capsys, argv, "depthport predict: error:", message)

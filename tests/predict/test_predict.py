@@ -534,16 +534,51 @@ def test_videos_in_a_folder_of_photos_are_passed_over_and_named(tiny_tflite, pho
     assert open_inputs(photos).videos == ["IMG_0001.MOV", "IMG_0002.MOV"]
     out, _ = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out"])
     assert "4 images, 0 skipped, " in out
-    assert " fps; 2 videos (IMG_0001.MOV, IMG_0002.MOV) in the folder passed over: give each video on its own; " \
-           "1 folder (sub) in the folder not searched" in out
+    assert f" fps; 2 videos (IMG_0001.MOV, IMG_0002.MOV) in the folder passed over: give them on their own, one " \
+           f"video or a pattern of videos ('{photos}/*.MOV'); 1 folder (sub) in the folder not searched" in out
     assert not any(p.name.startswith("IMG_") for p in (tmp_path / "out").iterdir())
     (photos / "IMG_0001.AAE").write_text("<plist/>")  # the iPhone's edit sidecar; Google Takeout's .json alike
     out, _ = ok(capsys, ["predict", tiny_tflite, f"{photos}/*", "-o", tmp_path / "pattern"])  # the same by a pattern
     assert "4 images, 0 skipped, " in out
-    assert "; 2 videos (IMG_0001.MOV, IMG_0002.MOV) matching the pattern passed over: give each video on its own; " \
-           "2 other files (.AAE, .txt) matching the pattern passed over, not named like images; wrote" in out
-    with pytest.raises(InputError, match=r"matches no file named like an image: 1 other file \(\.AAE\) and 2 videos"):
-        open_inputs(f"{photos}/IMG_*")
+    assert "; 2 videos (IMG_0001.MOV, IMG_0002.MOV) matching the pattern passed over: give them on their own, " \
+           "one video or a pattern of videos" in out
+    assert "2 other files (.AAE, .txt) matching the pattern passed over, not named like images; wrote" in out
+    videos = open_inputs(f"{photos}/IMG_*")  # videos and no image: the videos
+    assert videos.kind == "videos" and videos.names == ["IMG_0001.MOV", "IMG_0002.MOV"] and videos.others == [
+        "IMG_0001.AAE"]
+
+
+def test_a_folder_or_pattern_of_videos_gives_each_its_depth_video(tiny_tflite, tmp_path, capsys):
+    """A folder of clips: for each video, in its own bar, the depth video, stack and timestamps of predicting it
+    alone, named after it in the -o folder (two videos of one name keep their suffixes); a video that cannot be
+    read is reported, skipped and counted; the last line counts the videos and their frames."""
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    make_video(clips / "a.mov", 3)
+    make_video(clips / "a.mp4", 2, hw=(40, 56))
+    make_video(clips / "b.MOV", 4, rotation=90)
+    (clips / "c.mp4").write_text("not a video")
+    (clips / ".b.MOV").write_text("a macOS twin")
+    ok(capsys, ["predict", tiny_tflite, clips / "b.MOV", "-o", tmp_path / "alone.mp4"])
+    out, err = ok(capsys, ["predict", tiny_tflite, clips, "-o", tmp_path / "depth", "--npy", tmp_path / "stacks"])
+    assert "skipped c.mp4: cannot read video" in err
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("a.mov: 3 frames, 0 skipped, ") and lines[1].startswith("a.mp4: 2 frames, 0 skipped")
+    assert lines[2].startswith("b.MOV: 4 frames, 0 skipped, ") and lines[2].endswith(
+        f"wrote {tmp_path / 'depth' / 'b.mp4'}, {tmp_path / 'stacks' / 'b.npy'} and "
+        f"{tmp_path / 'stacks' / 'b.timestamps.json'}")
+    assert lines[3].startswith("4 videos, 1 skipped (c.mp4: cannot read video ") and " 9 frames at " in lines[3]
+    assert lines[3].endswith(f"; wrote {tmp_path / 'depth'}")
+    assert sorted(p.name for p in (tmp_path / "depth").iterdir()) == ["a.mov.mp4", "a.mp4.mp4", "b.mp4"]
+    assert sorted(p.name for p in (tmp_path / "stacks").iterdir()) == [
+        "a.mov.npy", "a.mov.timestamps.json", "a.mp4.npy", "a.mp4.timestamps.json", "b.npy", "b.timestamps.json"]
+    assert np.array_equal(np.load(tmp_path / "stacks" / "b.npy"), np.load(tmp_path / "alone.npy"))
+    assert json.loads((tmp_path / "stacks" / "b.timestamps.json").read_text()) == {
+        **json.loads((tmp_path / "alone.timestamps.json").read_text()), "stack": "b.npy"}
+    assert np.load(tmp_path / "stacks" / "a.mp4.npy").shape == (2, 40, 56)
+    out, _ = ok(capsys, ["predict", tiny_tflite, f"{clips}/*.MOV", "-o", tmp_path / "pattern"])
+    assert out.strip().splitlines()[-1].startswith("1 video, 0 skipped, 4 frames at ")
+    assert sorted(p.name for p in (tmp_path / "pattern").iterdir()) == ["b.mp4", "b.npy", "b.timestamps.json"]
 
 
 def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0) -> list[tuple[int, int]]:
@@ -768,6 +803,23 @@ def test_ctrl_c_during_a_video_leaves_nothing_half_written(tiny_tflite, tmp_path
     assert "depthport predict: interrupted after" in run.stderr and "nothing was written" in run.stderr
     assert list(out.iterdir()) == []
 
+
+def test_ctrl_c_during_a_folder_of_videos_keeps_the_finished_videos_whole(tiny_tflite, tmp_path):
+    clips, out = tmp_path / "clips", tmp_path / "out"
+    clips.mkdir()
+    make_video(clips / "a.mp4", 3)
+    make_video(clips / "b.mp4", 400, hw=(96, 128))
+
+    def frames_written() -> bool:  # b's stack's temp file holds a few frames
+        return any(p.name.startswith(".b.npy.") and p.stat().st_size > 4 * 96 * 128 * 4
+                   for p in out.glob(".*.part")) if out.is_dir() else False
+
+    run = interrupt_when(["predict", tiny_tflite, clips, "-o", out], frames_written)
+    assert run.returncode == 130, run.stderr[-2000:]
+    assert f"interrupted after 1 video, 0 skipped, 3 frames at " in run.stderr
+    assert f"the 1 finished video's outputs in {out} are whole; the one in progress left nothing" in run.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["a.mp4", "a.npy", "a.timestamps.json"]
+    assert np.load(out / "a.npy").shape == (3, 48, 64)
 
 def test_ctrl_c_during_a_folder_keeps_every_finished_image_whole(tiny_tflite, tmp_path):
     folder, out = tmp_path / "photos", tmp_path / "out"

@@ -1,5 +1,5 @@
-"""`depthport predict FILE INPUT`: run an exported file on an image, a folder or pattern of images, or a video,
-and write colourised depth (PNGs, or a depth video) at the input's size."""
+"""`depthport predict FILE INPUT`: run an exported file on an image, a folder or pattern of images, a video, or a
+folder or pattern of videos, and write colourised depth (PNGs, or depth videos) at the input's size."""
 
 from __future__ import annotations
 
@@ -11,19 +11,20 @@ from .common import (accelerator_options, add_accelerator_args, add_threads, con
                      status_console)
 from .progress import item_progress
 
-DEFAULT_OUTPUT = {"image": "depth.png", "images": "depth", "video": "depth.mp4"}
+DEFAULT_OUTPUT = {"image": "depth.png", "images": "depth", "video": "depth.mp4", "videos": "depth"}
 
 
 def add_parser(subparsers):
     p = subparsers.add_parser("predict", help="run an exported file on images or a video and write colourised depth")
     p.add_argument("file", help="exported model (.tflite, .pte, .onnx)")
     p.add_argument("image", metavar="INPUT",
-                   help="an image, a folder of images, a quoted glob pattern ('photos/*.jpg', '**' recursive) or a "
-                        "video (.mp4, .mov, .mkv, .webm, .avi, ...)")
+                   help="an image, a folder of images, a quoted glob pattern ('photos/*.jpg', '**' recursive), a "
+                        "video (.mp4, .mov, .mkv, .webm, .avi, ...), or a folder or pattern of videos")
     p.add_argument("-o", "--output",
                    help="one image: the depth PNG (default depth.png), or a folder to put NAME.png in; a folder or pattern: the output folder, one "
                         "NAME.png per image (default depth/); a video: the depth video, .mp4/.mov/.mkv (default "
-                        "depth.mp4), or a folder to put NAME.mp4 in")
+                        "depth.mp4), or a folder to put NAME.mp4 in; a folder or pattern of videos: the output "
+                        "folder, one NAME.mp4 per video (default depth/)")
     p.add_argument("--npy", nargs="?", const="", metavar="PATH",
                    help="also write the depth as float32 .npy (metres for metric models); alone: beside the PNGs. "
                         "One image: PATH is the file, or a folder to put NAME.npy in; a folder or pattern: PATH is a folder; a video: the stack "
@@ -59,8 +60,14 @@ def run(args) -> int:
     if args.prompt and inputs.kind == "images":
         raise InputError("--prompt goes with one image (its prompt depth map) or a video (an .npy stack of one per "
                          "frame); for a folder or a pattern, put NAME.prompt.png or NAME.prompt.npy beside each NAME.jpg")
+    if args.prompt and inputs.kind == "videos":
+        raise InputError("--prompt goes with one image (its prompt depth map) or one video (an .npy stack of one per "
+                         "frame); give each video on its own with its stack")
     out = Path(args.output or DEFAULT_OUTPUT[inputs.kind])
-    code = _one(args, inputs.files[0], out, options) if inputs.kind == "image" else _many(args, inputs, out, options)
+    if inputs.kind == "image":
+        code = _one(args, inputs.files[0], out, options)
+    else:
+        code = (_videos if inputs.kind == "videos" else _many)(args, inputs, out, options)
     report = export_report(Path(args.file))
     if not report.model:
         console(stderr=True).print(
@@ -142,4 +149,50 @@ def _many(args, inputs, out: Path, options: dict) -> int:
                                    highlight=False, soft_wrap=True)
         return 130
     console().print(f"{tally.line()}; {wrote}", markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def _videos(args, inputs, out: Path, options: dict) -> int:
+    """A folder or pattern of videos: every video's outputs checked first, the model loaded once; for each video a
+    bar and its own summary line (a video that cannot be read is reported and skipped), then one line for all. On
+    Ctrl-C, exit status 130: the finished videos' outputs are whole, the one in progress left nothing."""
+    from rich.markup import escape
+
+    from ..predict import Predictor
+    from ..predict_inputs import Item, open_video, passed_over
+    from ..predict_many import Tally, predict_video, videos_outputs
+    from ..quiet import native_stderr_muted
+
+    model = Path(args.file)
+    plans = videos_outputs(inputs, out, Path(args.npy) if args.npy else None, model)
+    status, tally = status_console(), Tally("videos", frames=0)
+    tally.notes.append(passed_over(inputs))
+    try:
+        with native_stderr_muted(not args.verbose):
+            predictor = Predictor(model, images=args.image, prompts_beside=False, exif_focal=False, **options)
+            try:
+                for name, file, paths in zip(inputs.names, inputs.files, plans):
+                    frames = Tally("frames")
+                    try:
+                        video = open_video(file)
+                        with item_progress(status, name, video.total) as advance:
+                            predict_video(predictor, video, paths, frames,
+                                          lambda item, ok: advance(item.name, None if ok else frames.skipped[-1][1]))
+                    except InputError as exc:
+                        tally.skip(Item(name, None), str(exc))
+                        status.print(f"[yellow]skipped[/] {escape(name)}: {escape(str(exc))}", soft_wrap=True)
+                        continue
+                    tally.done, tally.frames = tally.done + 1, tally.frames + frames.done
+                    console().print(f"{name}: {frames.line()}; wrote {paths[0]}, {paths[1]} and {paths[2]}",
+                                    markup=False, highlight=False, soft_wrap=True)
+            finally:
+                del predictor
+    except KeyboardInterrupt:
+        whose = "video's" if tally.done == 1 else "videos'"
+        console(stderr=True).print(
+            f"depthport predict: interrupted after {tally.line()}: the {tally.done} finished {whose} outputs in {out} "
+            "are whole; the one in progress left nothing", markup=False, highlight=False, soft_wrap=True)
+        return 130
+    tally.check_any()
+    console().print(f"{tally.line()}; wrote {out}", markup=False, highlight=False, soft_wrap=True)
     return 0
