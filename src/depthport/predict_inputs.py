@@ -19,7 +19,9 @@ from .core.prompts import is_prompt_file
 from .errors import InputError
 from .preprocess import RAW_SUFFIXES, load_image
 
-VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".wmv", ".flv")
+# What phones, cameras and camcorders write (AVCHD's .MTS/.M2TS, older phones' .3gp), and the common containers
+VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".mts", ".m2ts", ".3gp",
+                  ".3g2", ".wmv", ".asf", ".flv", ".f4v", ".ogv", ".vob", ".mxf", ".dv")
 _ROTATIONS = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, -180: Image.Transpose.ROTATE_180,
               -90: Image.Transpose.ROTATE_270, 270: Image.Transpose.ROTATE_270}
 

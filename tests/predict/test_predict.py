@@ -644,6 +644,22 @@ def test_a_video_into_a_folder_takes_the_videos_name(tiny_tflite, tmp_path, caps
     assert main(["predict", str(tiny_tflite), str(tmp_path / "IMG_0002.MOV"), "-o", str(tmp_path / "depth")]) == 2
     assert f"give -o NAME.mp4, or a folder to put IMG_0002.mp4 in ({tmp_path / 'depth'}/)" in capsys.readouterr().err
 
+def test_camcorder_and_old_phone_videos_are_read_as_videos(tiny_tflite, tmp_path, capsys):
+    """A camcorder's AVCHD .MTS (H.264 in MPEG-TS) and an old phone's .3gp (MPEG-4 Part 2) are videos, given alone or
+    in a folder (they were read as images: 'not an image format Pillow can read', and left out of folders)."""
+    for name, form, codec in (("00001.MTS", "mpegts", "libx264"), ("VID_0001.3gp", "3gp", "mpeg4")):
+        with av.open(str(tmp_path / name), "w", format=form) as container:
+            stream = container.add_stream(codec, rate=25)
+            stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+            for i in range(3):
+                for packet in stream.encode(av.VideoFrame.from_image(photo(48, 64, seed=i))):
+                    container.mux(packet)
+            for packet in stream.encode():
+                container.mux(packet)
+        out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / name, "-o", tmp_path / "out" / f"{name}.mp4"])
+        assert out.startswith("3 frames, 0 skipped, ") and np.load(tmp_path / "out" / f"{name}.npy").shape == (3, 48, 64)
+    assert open_inputs(tmp_path).names == ["00001.MTS", "VID_0001.3gp"]
+
 def test_a_video_whose_stack_the_disk_cannot_hold_is_refused_and_a_full_disk_leaves_nothing(
         tiny_tflite, tmp_path, capsys, monkeypatch):
     """The stack's size is known at the first frame (frames x H x W x 4 bytes): more than the disk has free is

@@ -19,7 +19,7 @@ def add_parser(subparsers):
     p.add_argument("file", help="exported model (.tflite, .pte, .onnx)")
     p.add_argument("image", metavar="INPUT",
                    help="an image, a folder of images, a quoted glob pattern ('photos/*.jpg', '**' recursive), a "
-                        "video (.mp4, .mov, .mkv, .webm, .avi, ...), or a folder or pattern of videos")
+                        "video (.mp4, .mov, .mkv, .webm, .avi, .MTS, .3gp, ...), or a folder or pattern of videos")
     p.add_argument("-o", "--output",
                    help="one image: the depth PNG (default depth.png), or a folder to put NAME.png in; a folder or pattern: the output folder, one "
                         "NAME.png per image (default depth/); a video: the depth video, .mp4/.mov/.mkv (default "
