@@ -579,6 +579,10 @@ def test_a_folder_or_pattern_of_videos_gives_each_its_depth_video(tiny_tflite, t
     out, _ = ok(capsys, ["predict", tiny_tflite, f"{clips}/*.MOV", "-o", tmp_path / "pattern"])
     assert out.strip().splitlines()[-1].startswith("1 video, 0 skipped, 4 frames at ")
     assert sorted(p.name for p in (tmp_path / "pattern").iterdir()) == ["b.mp4", "b.npy", "b.timestamps.json"]
+    assert main(["predict", str(tiny_tflite), str(clips), "-o", str(tmp_path / "all.mp4")]) == 2  # before any work
+    assert f"-o {tmp_path / 'all.mp4'} names a file, and a folder or pattern of videos writes one file per video into " \
+           f"a folder; give -o FOLDER (e.g. {tmp_path / 'all'})" in capsys.readouterr().err
+    assert not (tmp_path / "all.mp4").exists() and not (tmp_path / "all").exists()
 
 
 def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0) -> list[tuple[int, int]]:
