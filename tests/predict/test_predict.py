@@ -183,6 +183,25 @@ def test_colourising_in_bands_gives_the_whole_image_pass(monkeypatch):
     assert len({tuple(px) for px in whole[0].reshape(-1, 3)}) > 50  # a spread of colours, not one
 
 
+@pytest.mark.parametrize("cmap", ["Spectral_r", "viridis", "gray", "turbo"])
+def test_colourising_by_table_gives_matplotlibs_colours_byte_for_byte(cmap):
+    """colorize looks each value up in a uint8 table instead of asking matplotlib for float RGBA per pixel; every
+    value gives the colour matplotlib's colour map gives it, rounded as before: either bound, each step's edges
+    (k/N), beyond the bounds, infinities and NaN."""
+    from matplotlib import colormaps
+
+    from depthport import visualize
+
+    rng = np.random.default_rng(5)
+    values = np.concatenate([rng.normal(0.5, 0.4, 4000), np.arange(257) / 256, np.nextafter(np.arange(257) / 256, 2),
+                             np.nextafter(np.arange(257) / 256, -1), [np.inf, -np.inf, np.nan, 1e30, -1e30]])
+    depth = np.resize(values, (61, 80))
+    for bounds in ({"lo": 0.0, "hi": 1.0}, {"lo": 0.25, "hi": 0.75}, {}):
+        lo, hi = (bounds["lo"], bounds["hi"]) if bounds else visualize.depth_range(depth)
+        scaled = np.clip((depth.astype(np.float64) - lo) / max(hi - lo, 1e-12), 0.0, 1.0)
+        expected = (colormaps[cmap](scaled)[..., :3] * 255).round().astype(np.uint8)  # matplotlib per pixel
+        assert np.array_equal(np.asarray(visualize.colorize(depth, cmap, **bounds)), expected)
+
 def test_a_multi_frame_file_gives_its_first_frame(tmp_path):
     frames = [Image.new("RGB", (20, 10), colour) for colour in ((255, 0, 0), (0, 0, 255))]
     frames[0].save(tmp_path / "anim.gif", save_all=True, append_images=frames[1:], duration=100)
