@@ -126,11 +126,11 @@ def _open_folder(path: Path, text: str) -> Inputs:
     names them; a folder of videos and no image is its videos. Its subfolders are not searched, and the summary
     names them with the pattern that reads them."""
     try:
-        listed = sorted(p for p in path.iterdir() if not p.name.startswith("."))
+        entries = sorted(p for p in path.iterdir() if not p.name.startswith("."))
     except OSError:
-        listed = []
-    videos = [p.name for p in listed if p.suffix.lower() in VIDEO_SUFFIXES and p.is_file()]
-    folders = [p.name for p in listed if p.is_dir()]
+        entries = []
+    videos = [p.name for p in entries if p.suffix.lower() in VIDEO_SUFFIXES and p.is_file()]
+    folders = [p.name for p in entries if p.is_dir()]
     try:
         files = image_files(path)
     except InputError:
@@ -140,14 +140,14 @@ def _open_folder(path: Path, text: str) -> Inputs:
     return Inputs("images", text, files, root=path, videos=videos, folders=folders)
 
 
-def _listed(noun: str, names: list[str]) -> str:
+def listed(noun: str, names: list[str]) -> str:
     """'2 videos (IMG_0001.MOV, IMG_0002.MOV)': how many, the first three named."""
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
     return f"{len(names)} {noun}{'s' * (len(names) != 1)} ({shown})"
 
 
 def _videos(names: list[str]) -> str:
-    return _listed("video", names)
+    return listed("video", names)
 
 
 def animations_note(names: list[str]) -> str:
@@ -155,7 +155,7 @@ def animations_note(names: list[str]) -> str:
     if not names:
         return ""
     whose = "each one's" if len(names) != 1 else "its"
-    return f"{_listed('animated image', names)}: the depth of {whose} first frame"
+    return f"{listed('animated image', names)}: the depth of {whose} first frame"
 
 
 def _others(names: list[str] | list[Path]) -> str:
@@ -173,7 +173,7 @@ def passed_over(inputs: Inputs) -> str:
         notes.append(f"{_others(inputs.others)} {where} passed over, not named like "
                      f"{'videos' if inputs.kind == 'videos' else 'images'}")
     if inputs.folders:
-        notes.append(f"{_listed('folder', inputs.folders)} in the folder not searched: for every image under it give "
+        notes.append(f"{listed('folder', inputs.folders)} in the folder not searched: for every image under it give "
                      f"a quoted pattern, '{Path(inputs.source) / '**' / '*'}'")
     return "; ".join(notes)
 

@@ -35,7 +35,8 @@ from .focal import photos_note
 from .outdir import check_output_file, claim_output_files
 from .predict import Predictor, write_depth
 from .preprocess import FRAMES_KEY
-from .predict_inputs import Inputs, Item, animations_note, passed_over
+from .predict_inputs import Inputs, Item, animations_note, listed, passed_over
+from .visualize import not_finite
 
 VIDEO_FORMATS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska"}
 # An output named like one of these is a file: for many images, -o and --npy are folders (a folder that already
@@ -53,6 +54,7 @@ class Tally:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     start: float = field(default_factory=time.perf_counter)
     notes: list[str] = field(default_factory=list)  # said after the counts: a folder's videos, a truncated video, ...
+    not_finite: list[str] = field(default_factory=list)  # the inputs whose depth has NaN or infinite values
 
     def skip(self, item: Item, error: str) -> None:
         self.skipped.append((item.name, error))
@@ -64,7 +66,9 @@ class Tally:
         skipped = f"{len(self.skipped)} skipped" + (f" ({shown}{more})" if self.skipped else "")
         rate = (self.done if self.frames is None else self.frames) / max(time.perf_counter() - self.start, 1e-9)
         count = self.done + len(self.skipped)
-        note = "".join(f"; {note}" for note in self.notes if note)
+        notes = [*self.notes, listed(self.noun[:-1], self.not_finite) + " with depth NaN or infinite in places (the "
+                 "model's arithmetic overflowed?)" if self.not_finite else ""]
+        note = "".join(f"; {note}" for note in notes if note)
         frames = "" if self.frames is None else f"{self.frames} frames at "
         return f"{count} {self.noun if count != 1 else self.noun[:-1]}, {skipped}, {frames}{rate:.1f} fps{note}"
 
@@ -154,6 +158,8 @@ def _depth(predictor: Predictor, item: Item, tally: Tally, shape: tuple[int, ...
         depth, error = None, f"its size is {w}x{h}, the first frame's {shape[1]}x{shape[0]}"
     if depth is None:
         tally.skip(item, error)
+    elif not_finite(depth):
+        tally.not_finite.append(item.name)
     return depth
 
 

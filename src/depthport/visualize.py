@@ -9,9 +9,20 @@ from PIL import Image
 
 
 def depth_range(depth: np.ndarray) -> tuple[float, float]:
-    """The 2nd and 98th percentiles: the span a picture of ``depth`` shows."""
-    lo, hi = np.percentile(np.asarray(depth, dtype=np.float64), [2, 98])
+    """The 2nd and 98th percentiles of the finite values: the span a picture of ``depth`` shows (a NaN or an
+    infinity, where a model's arithmetic overflowed, would make the whole picture one colour); (0, 0) for none."""
+    d = np.asarray(depth, dtype=np.float64)
+    if not np.isfinite(d).all():
+        d = d[np.isfinite(d)]
+        if not d.size:
+            return 0.0, 0.0
+    lo, hi = np.percentile(d, [2, 98])
     return float(lo), float(hi)
+
+
+def not_finite(depth: np.ndarray) -> int:
+    """How many values of ``depth`` are NaN or infinite."""
+    return int(depth.size - np.count_nonzero(np.isfinite(depth)))
 
 
 # Pixels colourised at a time (float64 and index temporaries of 16 bytes a pixel: a 200-megapixel depth map done

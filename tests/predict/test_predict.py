@@ -202,6 +202,36 @@ def test_colourising_by_table_gives_matplotlibs_colours_byte_for_byte(cmap):
         expected = (colormaps[cmap](scaled)[..., :3] * 255).round().astype(np.uint8)  # matplotlib per pixel
         assert np.array_equal(np.asarray(visualize.colorize(depth, cmap, **bounds)), expected)
 
+def test_depth_that_is_nan_or_infinite_in_places_is_said_and_the_rest_still_shows(tmp_path, capsys):
+    """Where a file's arithmetic overflows (FP16), its depth holds NaN or infinities. The picture's span comes from
+    the finite values (NaN made the whole PNG black, an infinity one colour), the line gives the finite range and
+    counts the rest, and a folder's summary names the images. The file here takes the log of the normalised
+    photo's channel mean: NaN where that is negative, -inf where it is 0."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("ReduceMean", ["x", "axes"], ["mean"], keepdims=0), helper.make_node("Log", ["mean"], ["y"])],
+        "log_of_mean", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 28, 28])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 28, 28])],
+        [helper.make_tensor("axes", TensorProto.INT64, [1], [1])])
+    model = tmp_path / "overflows.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), model)
+    (tmp_path / "photos").mkdir()
+    photo(56, 84, seed=1).save(tmp_path / "photos" / "a.png")
+    photo(56, 84, seed=2).save(tmp_path / "photos" / "b.png")
+    out, _ = ok(capsys, ["predict", model, tmp_path / "photos" / "a.png", "-o", tmp_path / "a.png", "--npy"])
+    depth = np.load(tmp_path / "a.npy")
+    bad, finite = ~np.isfinite(depth), depth[np.isfinite(depth)]
+    assert 0 < bad.sum() < depth.size - 100
+    assert f"range {finite.min():.4g}..{finite.max():.4g}; {bad.sum()} of its {depth.size} values are NaN or " \
+           "infinite" in out
+    picture = np.asarray(Image.open(tmp_path / "a.png"))
+    assert (picture[np.isnan(depth)] == 0).all()  # NaN: the colour map's colour for it (black)
+    assert len({tuple(px) for px in picture[np.isfinite(depth)]}) > 20  # the rest as a picture of its own span
+    out, _ = ok(capsys, ["predict", model, tmp_path / "photos", "-o", tmp_path / "many"])
+    assert "; 2 images (a.png, b.png) with depth NaN or infinite in places" in out
+
 def test_a_multi_frame_file_gives_its_first_frame(tmp_path):
     frames = [Image.new("RGB", (20, 10), colour) for colour in ((255, 0, 0), (0, 0, 255))]
     frames[0].save(tmp_path / "anim.gif", save_all=True, append_images=frames[1:], duration=100)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import InputError
 from .common import (accelerator_options, add_accelerator_args, add_threads, console, model_file_missing,
                      status_console)
@@ -93,6 +95,7 @@ def _one(args, image: Path, out: Path, options: dict) -> int:
     from ..focal import photo_note
     from ..predict import output_units, predict
     from ..quiet import native_stderr_muted
+    from ..visualize import not_finite
 
     out = into_folder(args.output, image, ".png") or out
     npy = out.with_suffix(".npy") if args.npy == "" else into_folder(args.npy, image, ".npy") or args.npy
@@ -104,9 +107,12 @@ def _one(args, image: Path, out: Path, options: dict) -> int:
                                                          "image)"), **options)
     units = output_units(Path(args.file))
     unit = " m" if units and units.metric else ""
+    finite = depth[np.isfinite(depth)]
+    span = f"range {finite.min():.4g}..{finite.max():.4g}{unit}" if finite.size else "no finite value"
+    if bad := not_finite(depth):
+        notes.append(f"; {bad} of its {depth.size} values are NaN or infinite (the model's arithmetic overflowed?)")
     console().print(f"wrote {out}" + (f" and {npy}" if npy else "") + f": depth {depth.shape[0]}x"
-                    f"{depth.shape[1]}, range {depth.min():.4g}..{depth.max():.4g}{unit}{''.join(notes)}",
-                    markup=False, highlight=False, soft_wrap=True)
+                    f"{depth.shape[1]}, {span}{''.join(notes)}", markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
