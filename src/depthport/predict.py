@@ -17,7 +17,8 @@ from .core.report_model import Units, load
 from .core.schema import ReportJson
 from .focal import focal_px
 from .outdir import claim_output_files
-from .preprocess import FOCAL_KEY, FRAMES_KEY, InputError, letterbox_box, load_image, to_tensor
+from .preprocess import (FOCAL_KEY, FRAMES_KEY, InputError, letterbox_box, load_image, stretch, stretch_note,
+                         to_tensor)
 from .registry import MODELS
 from .runtimes import load_runner
 from .visualize import colorize, depth_range, with_colorbar
@@ -208,6 +209,10 @@ class Predictor:
         depth = to_metres(raw, self.units, focal, image.size, self.letterbox)
         return depth if self.model_size else photo_size(depth, (image.height, image.width), self.letterbox)
 
+    def stretched(self, size_wh: tuple[int, int]) -> float:
+        """How far the file's input stretches a (W, H) picture's aspect (1 with ``letterbox``, which keeps it)."""
+        return 1.0 if self.letterbox else stretch(size_wh, self.hw)
+
     def picture(self, depth: np.ndarray) -> Image.Image:
         """The colourised depth at its own size, with a colour-bar legend in metres inside it for a metric model."""
         lo, hi = depth_range(depth)
@@ -229,7 +234,8 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
             letterbox: bool = False, threads: int = 2, accelerator: str = "cpu",
             gpu_precision: str = "fp32", focal: float | None = None, model_size: bool = False,
             prompt: str | Path | None = None, on_focal: Callable[[float, tuple[int, int]], None] | None = None,
-            on_frames: Callable[[int], None] | None = None) -> np.ndarray:
+            on_frames: Callable[[int], None] | None = None, on_stretch: Callable[[str], None] | None = None
+            ) -> np.ndarray:
     """Depth (H, W) of one image at the image's displayed size (``photo_size``: bicubic, as transformers
     resizes it), or at the model's input size with ``model_size``; in metres for a metric model. Writes the
     colourised depth as a PNG of the same size (with a colour-bar legend in metres inside it for a metric model) and, with
@@ -238,7 +244,8 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
     ``focal`` is the camera's focal length in pixels of the image, which models whose metres need it (Depth Anything 3
     Metric) take from the photo's EXIF when it is None (``focal.focal_35mm``; an InputError where it has none;
     ``on_focal(f35_mm, (W, H))`` is told what was used), and others refuse. ``on_frames(n)`` is told when the image
-    is an animation of ``n`` frames (its first frame is used). ``prompt`` is the prompt depth file
+    is an animation of ``n`` frames (its first frame is used), ``on_stretch(note)`` when the input stretches the
+    image's aspect more than ``preprocess.STRETCH_NOTED``. ``prompt`` is the prompt depth file
     (16-bit PNG in millimetres, or .npy in metres) that prompted files (Prompt Depth Anything) require and others
     refuse. ``accelerator="gpu"`` runs a .tflite on the LiteRT GPU accelerator with ``gpu_precision`` compute (FP32
     unless "fp16" is asked for). The output paths are checked
@@ -258,6 +265,9 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
             on_focal(image.info[FOCAL_KEY], image.size)
     predictor = Predictor(model_path, letterbox, threads, accelerator, gpu_precision, focal, model_size, image_path,
                           prompt)
+    if on_stretch and predictor.stretched(image.size) > 1:
+        if note := stretch_note(image.size, predictor.hw, "the photo"):
+            on_stretch(note)
     depth = predictor.depth(image)
     write_depth(depth, predictor.picture(depth), out_png, out_npy)
     return depth

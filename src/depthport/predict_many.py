@@ -34,7 +34,7 @@ from .errors import InputError
 from .focal import photos_note
 from .outdir import check_output_file, claim_output_files
 from .predict import Predictor, write_depth
-from .preprocess import FRAMES_KEY
+from .preprocess import FRAMES_KEY, STRETCH_NOTED, stretch_note
 from .predict_inputs import Inputs, Item, animations_note, listed, passed_over
 from .visualize import not_finite
 
@@ -54,6 +54,8 @@ class Tally:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     start: float = field(default_factory=time.perf_counter)
     notes: list[str] = field(default_factory=list)  # said after the counts: a folder's videos, a truncated video, ...
+    stretched: list[str] = field(default_factory=list)  # the inputs the file's input stretched (``STRETCH_NOTED``)
+    most: tuple[float, tuple[int, int]] = (1.0, (1, 1))  # the largest stretch and that input's (W, H)
     not_finite: list[str] = field(default_factory=list)  # the inputs whose depth has NaN or infinite values
 
     def skip(self, item: Item, error: str) -> None:
@@ -158,9 +160,21 @@ def _depth(predictor: Predictor, item: Item, tally: Tally, shape: tuple[int, ...
         depth, error = None, f"its size is {w}x{h}, the first frame's {shape[1]}x{shape[0]}"
     if depth is None:
         tally.skip(item, error)
-    elif not_finite(depth):
-        tally.not_finite.append(item.name)
+    else:
+        if not_finite(depth):
+            tally.not_finite.append(item.name)
+        if (factor := predictor.stretched(item.image.size)) > STRETCH_NOTED:
+            tally.stretched.append(item.name)
+            tally.most = max(tally.most, (factor, item.image.size))
     return depth
+
+
+def stretched_note(tally: Tally, hw: tuple[int, int]) -> str:
+    """The summary's note on the inputs the file's input stretched: the images named, or a video's frames."""
+    if not tally.stretched:
+        return ""
+    what = "its frames" if tally.noun == "frames" else listed(tally.noun[:-1], tally.stretched)
+    return stretch_note(tally.most[1], hw, what, up_to=tally.noun != "frames")
 
 
 def predict_images(predictor: Predictor, inputs: Inputs, outputs: list[tuple[Path, Path | None]], tally: Tally,
@@ -178,7 +192,7 @@ def predict_images(predictor: Predictor, inputs: Inputs, outputs: list[tuple[Pat
                 animated.append(item.name)
         if on_item:
             on_item(item, depth is not None)
-    tally.notes += [animations_note(animated), photos_note(predictor.exif_focals)]
+    tally.notes += [animations_note(animated), photos_note(predictor.exif_focals), stretched_note(tally, predictor.hw)]
     tally.check_any()
 
 
@@ -207,7 +221,7 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
             tally.check_any()
             stack.finish()
         early = ends_early(inputs, last)
-        tally.notes.append(early)
+        tally.notes += [early, stretched_note(tally, predictor.hw)]
         stamps_tmp.write_text(json.dumps({
             "video": inputs.files[0].name, "fps": float(inputs.fps) if inputs.fps else None,
             "stack": paths[1].name, "frame": frames, "time_s": times, "skipped": skipped,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import re
 from pathlib import Path
 
@@ -213,6 +214,36 @@ def letterbox_box(image_hw: tuple[int, int], size_hw: tuple[int, int]) -> tuple[
     scale = min(h / image_hw[0], w / image_hw[1])
     nh, nw = max(1, round(image_hw[0] * scale)), max(1, round(image_hw[1] * scale))
     return (h - nh) // 2, (w - nw) // 2, nh, nw
+
+
+# An aspect change beyond which predict says the picture was stretched (a 4:3 photo on a 518x686 file is 1.01;
+# a portrait phone photo on it 1.78, a 16:9 video frame 1.33)
+STRETCH_NOTED = 1.25
+ASPECTS = ("1:1", "4:3", "3:4", "3:2", "2:3", "16:9", "9:16", "2:1", "1:2")
+
+
+def stretch(size_wh: tuple[int, int], size_hw: tuple[int, int]) -> float:
+    """How far stretching a (W, H) picture to an (H, W) input changes its aspect: 1 for not at all, else the factor."""
+    ratio = (size_wh[0] / size_wh[1]) / (size_hw[1] / size_hw[0])
+    return max(ratio, 1 / ratio)
+
+
+def stretch_note(size_wh: tuple[int, int], size_hw: tuple[int, int], what: str, up_to: bool = False) -> str:
+    """A line saying ``what`` ('the photo'; with ``up_to``, several of which ``size_wh`` is stretched most) was
+    stretched to the file's aspect, and what keeps the aspect; "" within ``STRETCH_NOTED``."""
+    factor = stretch(size_wh, size_hw)
+    if factor <= STRETCH_NOTED:
+        return ""
+    def off(aspect: str) -> float:
+        w, h = aspect.split(":")
+        return abs(math.log(size_wh[0] / size_wh[1] * int(h) / int(w)))
+
+    aspect = min(ASPECTS, key=off)
+    if off(aspect) > math.log(STRETCH_NOTED):  # a panorama: its own ratio
+        ratio = size_wh[0] / size_wh[1]
+        aspect = f"{ratio:.1f}:1" if ratio >= 1 else f"1:{1 / ratio:.1f}"
+    return (f"{what} stretched {'up to ' * up_to}{factor:.2f}x to the file's aspect ({size_hw[1]}x{size_hw[0]}): "
+            f"--letterbox keeps the aspect, or export a file for it (--long-side {max(size_hw)} --aspect {aspect})")
 
 
 def _nearest_multiple(n: int, multiple: int) -> int:

@@ -218,8 +218,8 @@ def test_depth_that_is_nan_or_infinite_in_places_is_said_and_the_rest_still_show
     model = tmp_path / "overflows.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), model)
     (tmp_path / "photos").mkdir()
-    photo(56, 84, seed=1).save(tmp_path / "photos" / "a.png")
-    photo(56, 84, seed=2).save(tmp_path / "photos" / "b.png")
+    photo(56, 56, seed=1).save(tmp_path / "photos" / "a.png")
+    photo(56, 56, seed=2).save(tmp_path / "photos" / "b.png")
     out, _ = ok(capsys, ["predict", model, tmp_path / "photos" / "a.png", "-o", tmp_path / "a.png", "--npy"])
     depth = np.load(tmp_path / "a.npy")
     bad, finite = ~np.isfinite(depth), depth[np.isfinite(depth)]
@@ -335,6 +335,31 @@ def test_one_image_into_a_folder_takes_the_images_name(tiny_tflite, tmp_path, ca
         assert Image.open(tmp_path / png).tobytes() == Image.open(tmp_path / "one.png").tobytes()
 
 
+def test_a_photo_stretched_to_another_aspect_is_said_with_what_keeps_its_aspect(tiny_tflite, tmp_path, capsys):
+    """A fixed-shape file stretches every picture to its aspect: a portrait phone photo on a landscape file (1.25
+    here, 4:3 as the default exports) by far more than a photo of its own aspect. Beyond preprocess.STRETCH_NOTED
+    the line says how far and what keeps the aspect (--letterbox, or a file exported for it); a folder's summary
+    names the images, a video's its frames. A photo of about the file's aspect, and --letterbox, say nothing."""
+    h, w = TINY_HW
+    photo(60, 45).save(tmp_path / "portrait.png")  # 3:4 on a 5:4 file: 1.67x
+    photo(48, 60).save(tmp_path / "near.png")  # 5:4
+    out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "portrait.png", "-o", tmp_path / "p.png"])
+    assert out.rstrip().endswith(f"; the photo stretched 1.67x to the file's aspect ({w}x{h}): --letterbox keeps the "
+                                 f"aspect, or export a file for it (--long-side {max(h, w)} --aspect 3:4)")
+    for extra, name in ((["--letterbox"], "portrait.png"), ([], "near.png")):
+        out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / name, "-o", tmp_path / "q.png", *extra])
+        assert "x to the file's aspect" not in out
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for name, size in (("a.png", (60, 45)), ("b.png", (48, 60)), ("c.png", (30, 120))):  # c: 4:1, 3.2x
+        photo(*size).save(folder / name)
+    out, _ = ok(capsys, ["predict", tiny_tflite, folder, "-o", tmp_path / "many"])
+    assert f"; 2 images (a.png, c.png) stretched up to 3.20x to the file's aspect ({w}x{h}): --letterbox keeps the " \
+           f"aspect, or export a file for it (--long-side {max(h, w)} --aspect 4.0:1); wrote" in out
+    make_video(tmp_path / "clip.mp4", 2, hw=(36, 64))  # 16:9: 1.42x
+    out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "clip.mp4", "-o", tmp_path / "d.mp4"])
+    assert "; its frames stretched 1.42x to the file's aspect" in out and "--aspect 16:9); wrote" in out
+
 @pytest.mark.parametrize("letterbox", [False, True])
 def test_depth_is_at_the_photos_size_unless_model_size(tiny_tflite, tmp_path, capsys, letterbox):
     """Default: the model's depth resized to the photo (bicubic, align_corners=False; the letterbox's content
@@ -407,7 +432,7 @@ def test_canonical_metres_take_each_photos_focal_length_from_its_exif(tiny_tflit
     out, err = ok(capsys, ["predict", model, tmp_path / "photos", "-o", tmp_path / "many", "--npy"])
     assert "2 images, 1 skipped (screenshot.png: metric.tflite gives metres only with the camera's focal length, " \
            "and this photo's EXIF has no 35 mm-equivalent focal length (FocalLengthIn35mmFilm): pass --focal PX" in out
-    assert "; metres from each photo's EXIF focal length (26 mm in 35 mm terms; --focal overrides it); wrote" in out
+    assert "; metres from each photo's EXIF focal length (26 mm in 35 mm terms; --focal overrides it); " in out
     np.testing.assert_allclose(np.load(tmp_path / "many" / "IMG_0001.npy"), depth, rtol=1e-6)
     alone = tmp_path / "photos" / "screenshot.png"
     assert main(["predict", str(model), str(alone), "-o", str(tmp_path / "alone.png")]) == 2
@@ -486,7 +511,7 @@ def test_bad_image_in_a_folder_is_skipped_and_counted(tiny_tflite, photos, tmp_p
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.jpg.png", "a.png.png", "b.png", "c.png"]
     pattern = f"{photos}/**/*"  # a trip's day1/, day2/: the subfolder is named with the pattern that reads it
     assert f" fps; 1 folder (sub) in the folder not searched: for every image under it give a quoted pattern, " \
-           f"'{pattern}'; wrote " in out
+           f"'{pattern}'; " in out
     out, _ = ok(capsys, ["predict", tiny_tflite, pattern, "-o", tmp_path / "all"])
     assert "6 images, 1 skipped (bad.jpg: " in out and (tmp_path / "all" / "sub" / "d.png").is_file()
 
@@ -591,7 +616,7 @@ def test_videos_in_a_folder_of_photos_are_passed_over_and_named(tiny_tflite, pho
     assert "4 images, 0 skipped, " in out
     assert "; 2 videos (IMG_0001.MOV, IMG_0002.MOV) matching the pattern passed over: give them on their own, " \
            "one video or a pattern of videos" in out
-    assert "2 other files (.AAE, .txt) matching the pattern passed over, not named like images; wrote" in out
+    assert "2 other files (.AAE, .txt) matching the pattern passed over, not named like images; " in out
     videos = open_inputs(f"{photos}/IMG_*")  # videos and no image: the videos
     assert videos.kind == "videos" and videos.names == ["IMG_0001.MOV", "IMG_0002.MOV"] and videos.others == [
         "IMG_0001.AAE"]

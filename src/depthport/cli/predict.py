@@ -104,7 +104,8 @@ def _one(args, image: Path, out: Path, options: dict) -> int:
         depth = predict(args.file, image, out, npy, prompt=args.prompt,
                         on_focal=lambda f35, size: notes.append(f"; {photo_note(f35, size)}"),
                         on_frames=lambda n: notes.append(f"; the depth of the first of its {n} frames (an animated "
-                                                         "image)"), **options)
+                                                         "image)"),
+                        on_stretch=lambda note: notes.append(f"; {note}"), **options)
     units = output_units(Path(args.file))
     unit = " m" if units and units.metric else ""
     finite = depth[np.isfinite(depth)]
