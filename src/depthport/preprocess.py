@@ -217,7 +217,7 @@ def letterbox_box(image_hw: tuple[int, int], size_hw: tuple[int, int]) -> tuple[
 
 
 # An aspect change beyond which predict says the picture was stretched (a 4:3 photo on a 518x686 file is 1.01;
-# a portrait phone photo on it 1.78, a 16:9 video frame 1.33)
+# a portrait phone photo on it 1.77, a 16:9 video frame 1.34)
 STRETCH_NOTED = 1.25
 ASPECTS = ("1:1", "4:3", "3:4", "3:2", "2:3", "16:9", "9:16", "2:1", "1:2")
 
