@@ -13,12 +13,12 @@ The .tflite files are cached in the temp folder, keyed by the chain's shape and 
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..cache import cache_folder
 from .timing import paired_ratio
 
 KINDS = ("fp32", "int8_dynamic", "int8_static")
@@ -88,7 +88,7 @@ def cache_dir(spec: ProbeSpec) -> Path:
 
     v = versions()
     tag = "-".join(v.get(k, "na") for k in ("depthport", "torch", "litert-torch", "ai-edge-quantizer"))
-    folder = Path(tempfile.gettempdir()) / "depthport-probe" / f"{spec.key}-{tag}"
+    folder = cache_folder("probe") / f"{spec.key}-{tag}"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 

@@ -24,15 +24,13 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import atomic_path
+from ..cache import cache_folder
 
 DEFAULT_MB = 2048
 
 
 def default_folder() -> Path:
-    if os.environ.get("DEPTHPORT_CACHE"):
-        return Path(os.environ["DEPTHPORT_CACHE"])
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "depthport" / "references"
+    return cache_folder("references", "DEPTHPORT_CACHE")
 
 
 def weights_digest(state: dict) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cache import cache_folder
 from ..errors import InputError
 from ..scratch import process_folder
 from . import fp16_sentinel
@@ -37,7 +38,7 @@ DESCRIPTION = ("ARMv8.2-A FP16 arithmetic: ExecuTorch's aarch64 XNNPACK (neonfp1
 
 
 def arm64_root() -> Path:
-    return Path(os.environ.get(ROOT_ENV) or Path.home() / ".cache" / "depthport" / "arm64-qemu")
+    return cache_folder("arm64-qemu", ROOT_ENV)
 
 
 def availability() -> tuple[bool, str]:

@@ -16,6 +16,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from ..cache import cache_folder
+
 ICD_NAME = "vk_swiftshader_icd.json"
 LIB_NAME = "libvk_swiftshader.so"
 SYSTEM_CHROMIUM = Path("/usr/lib/chromium")
@@ -49,11 +51,7 @@ class VulkanSetup:
 
 def default_cache_dir() -> Path:
     """Where SwiftShader is extracted: $DEPTHPORT_SWIFTSHADER_DIR or $XDG_CACHE_HOME/depthport/swiftshader."""
-    explicit = os.environ.get("DEPTHPORT_SWIFTSHADER_DIR")
-    if explicit:
-        return Path(explicit)
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "depthport" / "swiftshader"
+    return cache_folder("swiftshader", "DEPTHPORT_SWIFTSHADER_DIR")
 
 
 def find_vulkan(cache_dir: Path | None = None) -> VulkanSetup:

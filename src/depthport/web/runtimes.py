@@ -9,10 +9,10 @@ installed version other than the pinned one, is a one-line error that says how t
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cache import cache_folder
 from ..errors import InputError
 
 NPM_DIR = Path(__file__).parent / "npm"
@@ -64,10 +64,7 @@ def pinned_versions() -> dict[str, str]:
 
 def web_dir() -> Path:
     """Where scripts/setup_web.sh installed the npm packages."""
-    explicit = os.environ.get("DEPTHPORT_WEB_DIR")
-    if explicit:
-        return Path(explicit)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "depthport" / "web"
+    return cache_folder("web", "DEPTHPORT_WEB_DIR")
 
 
 def installed(package: str, modules: Path) -> dict:
