@@ -265,9 +265,8 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
             on_focal(image.info[FOCAL_KEY], image.size)
     predictor = Predictor(model_path, letterbox, threads, accelerator, gpu_precision, focal, model_size, image_path,
                           prompt)
-    if on_stretch and predictor.stretched(image.size) > 1:
-        if note := stretch_note(image.size, predictor.hw, "the photo"):
-            on_stretch(note)
+    if on_stretch and not letterbox and (note := stretch_note(image.size, predictor.hw, "the photo")):
+        on_stretch(note)
     depth = predictor.depth(image)
     write_depth(depth, predictor.picture(depth), out_png, out_npy)
     return depth

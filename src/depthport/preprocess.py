@@ -234,6 +234,7 @@ def stretch_note(size_wh: tuple[int, int], size_hw: tuple[int, int], what: str, 
     factor = stretch(size_wh, size_hw)
     if factor <= STRETCH_NOTED:
         return ""
+
     def off(aspect: str) -> float:
         w, h = aspect.split(":")
         return abs(math.log(size_wh[0] / size_wh[1] * int(h) / int(w)))
