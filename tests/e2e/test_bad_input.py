@@ -190,6 +190,25 @@ def test_unsupported_suffix_missing_file_and_folder(tmp_path, out, capsys, name)
     assert not list(out.iterdir())
 
 
+
+@pytest.mark.parametrize("name", ["predict", "bench", "verify"])
+def test_an_export_folder_given_as_the_model_names_its_files(tiny_tflite, tmp_path, out, capsys, name):
+    export = tmp_path / "export"
+    export.mkdir()
+    for file in ("b.onnx", "a.tflite", "report.json"):
+        (export / file).write_bytes(Path(tiny_tflite).read_bytes())
+    refused(capsys, command(name, export, out), f"model path {export} is a folder, not a model file; it holds "
+            f"a.tflite, b.onnx: give one, e.g. {export / 'a.tflite'}")
+
+
+def test_predict_with_the_image_and_the_model_swapped_says_the_order(tiny_tflite, tmp_path, out, capsys):
+    photo = tmp_path / "IMG_0001.jpg"
+    Image.new("RGB", (40, 30), (90, 120, 200)).save(photo)
+    refused(capsys, ["predict", str(photo), str(tiny_tflite)],
+            f"{tiny_tflite} is the model file and {photo} is not: the model comes first, "
+            f"depthport predict {tiny_tflite} {photo}")
+    assert photo.stat().st_size > 0 and not list(out.iterdir())
+
 # ------------------------------------------------------------------------------------------------------ images
 def predict_args(model, image, out: Path) -> list[str]:
     return ["predict", str(model), str(image), "-o", str(out / "o.png"), "--npy", str(out / "o.npy")]

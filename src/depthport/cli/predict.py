@@ -53,7 +53,11 @@ def add_parser(subparsers):
 def run(args) -> int:
     from ..predict import export_report
     from ..predict_inputs import open_inputs
+    from ..runtimes.base import SUFFIXES
 
+    if Path(args.image).suffix in SUFFIXES and Path(args.file).suffix not in SUFFIXES:
+        raise InputError(f"{args.image} is the model file and {args.file} is not: the model comes first, "
+                         f"depthport predict {args.image} {args.file}")
     if not Path(args.file).exists():
         raise model_file_missing(args.file)
     options = dict(letterbox=args.letterbox, threads=args.threads, focal=args.focal, model_size=args.model_size,

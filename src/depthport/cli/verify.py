@@ -11,8 +11,6 @@ from ..errors import InputError, MissingDependency
 from . import verify_web
 from .common import add_evidence_args, check_prompt_input, model_file_missing, thread_count
 
-MODEL_SUFFIXES = (".tflite", ".pte", ".onnx")
-
 
 def add_parser(subparsers):
     p = subparsers.add_parser("verify", help="compare exported files with the upstream PyTorch model")
@@ -80,12 +78,18 @@ def run(args) -> int:
     from ..report.html import write_html
     from ..rewrites import default_rewrites
     from ..runtimes import load_runner
+    from ..runtimes.base import SUFFIXES
+    from ..runtimes.validate import folder_given
+    from ..web.folder import CONFIG
     from ..verify import gates
     from ..verify import stage as verify_stage
     from ..verify.parity import check_shapes
 
     paths = [Path(f) for f in args.files]
-    if any(p.is_dir() and p.suffix not in MODEL_SUFFIXES for p in paths):  # a web export: its page in Chromium
+    for path in paths:  # an export's folder with its model files, not a web export's: name the files
+        if path.is_dir() and not (path / CONFIG).exists() and any(f.suffix in SUFFIXES for f in path.iterdir()):
+            raise folder_given(path)
+    if any(p.is_dir() and p.suffix not in SUFFIXES for p in paths):  # a web export: its page in Chromium
         return verify_web.run_web(args, paths)
     for path in paths:
         if not path.is_file():

@@ -6,7 +6,7 @@ from typing import Protocol
 import numpy as np
 
 from ..errors import InputError
-from .validate import validate_model_file
+from .validate import folder_given, validate_model_file
 
 
 class Runner(Protocol):
@@ -59,7 +59,7 @@ def load_runner(path: str | Path, accelerator: str = "cpu", gpu_precision: str =
     """
     path = Path(path)
     if path.is_dir():
-        raise InputError(f"model path {path} is a folder, not a model file")
+        raise folder_given(path)
     if not path.is_file():
         raise InputError(f"model file not found: {path}")
     if path.suffix not in SUFFIXES:

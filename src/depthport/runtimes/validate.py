@@ -33,11 +33,22 @@ _PTE_HEADER_MIN_LENGTH = 4 + 4 + 8 + 8  # magic, header length, program size, se
 _PTE_HEADER_LENGTH = _PTE_HEADER_MIN_LENGTH + 8  # + segment data size
 
 
+def folder_given(path: Path) -> InputError:
+    """The error for a folder given as the model: an export's folder names the model files in it."""
+    try:
+        files = sorted(p for p in path.iterdir() if p.suffix in _CHECKS and p.is_file())
+    except OSError:
+        files = []
+    held = (f"; it holds {', '.join(p.name for p in files[:4])}{', ...' if len(files) > 4 else ''}: give one, e.g. "
+            f"{files[0]}" if files else "")
+    return InputError(f"model path {path} is a folder, not a model file{held}")
+
+
 def validate_model_file(path: str | Path) -> Path:
     """``path`` if a runtime can be given it safely; else an InputError that says what is wrong with it."""
     path = Path(path)
     if path.is_dir():
-        raise InputError(f"model path {path} is a folder, not a model file")
+        raise folder_given(path)
     if not path.is_file():
         raise InputError(f"model file not found: {path}")
     require_utf8_path(path.absolute(), "model file")
@@ -49,7 +60,7 @@ def validate_model_file(path: str | Path) -> Path:
         raise InputError(f"cannot read model file {path}: {exc.strerror or exc}") from None
     if size == 0:
         raise InputError(f"model file {path} is empty (0 bytes)")
-    check = {".tflite": _check_tflite, ".onnx": _check_onnx, ".pte": _check_pte}.get(path.suffix)
+    check = _CHECKS.get(path.suffix)
     if check is not None:
         check(path, head, size)
     return path
@@ -116,3 +127,6 @@ def _check_pte(path: Path, head: bytes, size: int) -> None:
     needed = max(program_size, segment_base + segment_size if segment_base else 0)
     if needed > size:
         raise InputError(f"{path} is truncated: its header announces {needed} bytes, the file has {size}")
+
+
+_CHECKS = {".tflite": _check_tflite, ".onnx": _check_onnx, ".pte": _check_pte}
