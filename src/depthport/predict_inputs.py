@@ -55,6 +55,7 @@ class Inputs:
     videos: list[str] = field(default_factory=list)  # videos beside images in a folder or pattern, passed over
     others: list[str] = field(default_factory=list)  # files a pattern matches not named like images (.json, .AAE)
     folders: list[str] = field(default_factory=list)  # a folder's subfolders, not searched (a trip's day1/, day2/)
+    origin: str = ""  # for "images" and "videos": "folder", "pattern" or "files" (several given one by one)
 
     @property
     def names(self) -> list[str]:
@@ -98,20 +99,42 @@ def open_inputs(source: str | Path) -> Inputs:
         hint = (f"; {len(other)} file(s) match it in another letter case ({Path(other[0]).name}, ...): a pattern "
                 "matches letters as written, as the shell's does" if other else "")
         raise InputError(f"no files match the pattern {text!r}{hint}")
+    parts = path.parts
+    fixed = next(i for i, part in enumerate(parts) if _has_magic(part))
+    return _sorted_out(files, text, Path(*parts[:fixed]) if fixed else Path("."), f"the pattern {text!r} matches")
+
+
+def open_files(sources: list[str]) -> Inputs:
+    """Several files named one by one (what the shell makes of an unquoted ``photos/*.jpg``), taken as a pattern's
+    matches are, in the order given: images predicted, videos and other files passed over (or, with no image, the
+    videos); names relative to the files' common folder. A folder among them, a file that is not there, or a URL
+    is an InputError."""
+    paths, seen = [], set()
+    for source in sources:
+        if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://", source):
+            raise InputError(f"{source} is a URL, and depthport reads local files: download it first (curl -O URL)")
+        path = Path(os.path.expanduser(source))
+        if path.is_dir():
+            raise InputError(f"{path} is a folder, among {len(sources)} inputs: give one folder on its own, or files")
+        if not path.is_file():
+            raise InputError(f"input not found: {path}" if not path.exists() else f"input {path} is not a file")
+        if path.resolve() not in seen:
+            seen.add(path.resolve())
+            paths.append(path)
+    root = Path(os.path.commonpath([str(p.parent.absolute()) for p in paths]))
+    return _sorted_out(paths, f"{len(sources)} files", root, f"the {len(sources)} files given hold", origin="files")
+
+
+def _sorted_out(files: list[Path], source: str, root: Path, what: str, origin: str = "pattern") -> Inputs:
+    """A pattern's matches or the files given, sorted into images, videos and others (``open_inputs``)."""
     images, videos, others = [], [], []
     for f in files:
         (videos if f.suffix.lower() in VIDEO_SUFFIXES else images if _maybe_image(f) else others).append(f)
     if not images and not videos:
-        raise InputError(f"the pattern {text!r} matches no file named like an image or a video: {_others(others)}")
-    parts = path.parts
-    fixed = next(i for i, part in enumerate(parts) if _has_magic(part))
-    root = Path(*parts[:fixed]) if fixed else Path(".")
-    if not images:
-        inputs = Inputs("videos", text, videos, root=root)
-        inputs.others = inputs.relative(others)
-        return inputs
-    inputs = Inputs("images", text, images, root=root)
-    inputs.videos, inputs.others = inputs.relative(videos), inputs.relative(others)
+        raise InputError(f"{what} no file named like an image or a video: {_others(others)}")
+    inputs = Inputs("images" if images else "videos", source, images or videos, root=root, origin=origin)
+    inputs.videos = inputs.relative(videos) if images else []
+    inputs.others = inputs.relative(others)
     return inputs
 
 
@@ -136,8 +159,8 @@ def _open_folder(path: Path, text: str) -> Inputs:
     except InputError:
         if not videos:
             raise
-        return Inputs("videos", text, [path / name for name in videos], root=path, folders=folders)
-    return Inputs("images", text, files, root=path, videos=videos, folders=folders)
+        return Inputs("videos", text, [path / name for name in videos], root=path, folders=folders, origin="folder")
+    return Inputs("images", text, files, root=path, videos=videos, folders=folders, origin="folder")
 
 
 def listed(noun: str, names: list[str]) -> str:
@@ -166,7 +189,7 @@ def _others(names: list[str] | list[Path]) -> str:
 
 def passed_over(inputs: Inputs) -> str:
     """The summary's note on what a folder or pattern held beside its images and was not read; "" for nothing."""
-    where = "in the folder" if inputs.root == Path(inputs.source) else "matching the pattern"
+    where = {"folder": "in the folder", "files": "among the files given"}.get(inputs.origin, "matching the pattern")
     notes = [f"{_videos(inputs.videos)} {where} passed over: give them on their own, one video or a pattern of "
              f"videos ('{inputs.root / ('*' + Path(inputs.videos[0]).suffix)}')"] if inputs.videos else []
     if inputs.others:

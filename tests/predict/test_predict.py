@@ -659,6 +659,33 @@ def test_a_folder_or_pattern_of_videos_gives_each_its_depth_video(tiny_tflite, t
     assert not (tmp_path / "all.mp4").exists() and not (tmp_path / "all").exists()
 
 
+def test_several_files_given_one_by_one_are_taken_as_a_patterns_matches(tiny_tflite, photos, tmp_path, capsys):
+    """`predict m.tflite photos/*.jpg` unquoted: the shell gives each file (argparse said 'unrecognized arguments').
+    Each image is predicted, as a pattern's matches are, named relative to the files' common folder; a video or
+    another file among them is passed over and named; videos alone are videos; a folder among several inputs, or a
+    file that is not there, is one line before any work."""
+    make_video(tmp_path / "clip.mp4", 2)
+    given = [photos / "c.jpg", photos / "a.jpg", photos / "sub" / "d.jpg", photos / "notes.txt", tmp_path / "clip.mp4",
+             photos / "a.jpg"]
+    out, _ = ok(capsys, ["predict", tiny_tflite, *given, "-o", tmp_path / "out"])
+    assert out.startswith("3 images, 0 skipped, ")
+    assert "; 1 video (clip.mp4) among the files given passed over: give them on their own" in out
+    assert "1 other file (.txt) among the files given passed over, not named like images" in out
+    written = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*.png"))
+    assert written == ["photos/a.png", "photos/c.png", "photos/sub/d.png"]
+    with native_stderr_muted():
+        predictor = Predictor(tiny_tflite)
+        alone = predictor.picture(predictor.depth(load_image(photos / "sub" / "d.jpg")))
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "out" / "photos" / "sub" / "d.png")), np.asarray(alone))
+    make_video(tmp_path / "clip2.mp4", 3)
+    out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "clip.mp4", tmp_path / "clip2.mp4", "-o", tmp_path / "v"])
+    assert out.strip().splitlines()[-1].startswith("2 videos, 0 skipped, 5 frames at ")
+    for bad, message in (([photos, photos / "a.jpg"], f"{photos} is a folder, among 2 inputs: give one folder on its "
+                          "own, or files"), ([photos / "a.jpg", photos / "gone.jpg"],
+                                             f"input not found: {photos / 'gone.jpg'}")):
+        assert main(["predict", str(tiny_tflite), *map(str, bad), "-o", str(tmp_path / "none")]) == 2
+        assert message in capsys.readouterr().err and not (tmp_path / "none").exists()
+
 def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0) -> list[tuple[int, int]]:
     """An MJPEG video (every frame a JPEG of its own), a different smooth picture in each frame; returns each
     packet's byte offset in the file and size, for corrupting one frame."""

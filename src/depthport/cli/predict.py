@@ -19,9 +19,10 @@ DEFAULT_OUTPUT = {"image": "depth.png", "images": "depth", "video": "depth.mp4",
 def add_parser(subparsers):
     p = subparsers.add_parser("predict", help="run an exported file on images or a video and write colourised depth")
     p.add_argument("file", help="exported model (.tflite, .pte, .onnx)")
-    p.add_argument("image", metavar="INPUT",
+    p.add_argument("image", metavar="INPUT", nargs="+",
                    help="an image, a folder of images, a quoted glob pattern ('photos/*.jpg', '**' recursive), a "
-                        "video (.mp4, .mov, .mkv, .webm, .avi, .MTS, .3gp, ...), or a folder or pattern of videos")
+                        "video (.mp4, .mov, .mkv, .webm, .avi, .MTS, .3gp, ...), or a folder or pattern of videos; "
+                        "several files (the shell's unquoted photos/*.jpg) are taken as a pattern's matches")
     p.add_argument("-o", "--output",
                    help="one image: the depth PNG (default depth.png), or a folder to put NAME.png in; a folder or pattern: the output folder, one "
                         "NAME.png per image (default depth/); a video: the depth video, .mp4/.mov/.mkv (default "
@@ -52,17 +53,18 @@ def add_parser(subparsers):
 
 def run(args) -> int:
     from ..predict import export_report
-    from ..predict_inputs import open_inputs
+    from ..predict_inputs import open_files, open_inputs
     from ..runtimes.base import SUFFIXES
 
-    if Path(args.image).suffix in SUFFIXES and Path(args.file).suffix not in SUFFIXES:
-        raise InputError(f"{args.image} is the model file and {args.file} is not: the model comes first, "
-                         f"depthport predict {args.image} {args.file}")
+    models = [source for source in args.image if Path(source).suffix in SUFFIXES]
+    if models and Path(args.file).suffix not in SUFFIXES:
+        raise InputError(f"{models[0]} is the model file and {args.file} is not: the model comes first, "
+                         f"depthport predict {models[0]} {args.file}" + (" ..." if len(args.image) > 1 else ""))
     if not Path(args.file).exists():
         raise model_file_missing(args.file)
     options = dict(letterbox=args.letterbox, threads=args.threads, focal=args.focal, model_size=args.model_size,
                    **accelerator_options(args))
-    inputs = open_inputs(args.image)
+    inputs = open_inputs(args.image[0]) if len(args.image) == 1 else open_files(args.image)
     if args.prompt and inputs.kind == "images":
         raise InputError("--prompt goes with one image (its prompt depth map) or a video (an .npy stack of one per "
                          "frame); for a folder or a pattern, put NAME.prompt.png or NAME.prompt.npy beside each NAME.jpg")
@@ -142,7 +144,7 @@ def _many(args, inputs, out: Path, options: dict) -> int:
     status = status_console()
     try:
         with native_stderr_muted(not args.verbose):
-            predictor = Predictor(model, images=args.image, prompts_beside=not video,
+            predictor = Predictor(model, images=inputs.source, prompts_beside=not video,
                                   prompt_frames=args.prompt if video else None, exif_focal=not video, **options)
             try:
                 with item_progress(status, tally.noun, inputs.total if video else len(inputs.files)) as advance:
@@ -180,7 +182,7 @@ def _videos(args, inputs, out: Path, options: dict) -> int:
     tally.notes.append(passed_over(inputs))
     try:
         with native_stderr_muted(not args.verbose):
-            predictor = Predictor(model, images=args.image, prompts_beside=False, exif_focal=False, **options)
+            predictor = Predictor(model, images=inputs.source, prompts_beside=False, exif_focal=False, **options)
             try:
                 for name, file, paths in zip(inputs.names, inputs.files, plans):
                     frames = Tally("frames")
