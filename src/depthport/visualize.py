@@ -43,7 +43,8 @@ def colour_table(cmap: str) -> np.ndarray:
     return table
 
 
-def colorize(depth: np.ndarray, cmap: str = "Spectral_r", lo: float | None = None, hi: float | None = None) -> Image.Image:
+def colorize(depth: np.ndarray, cmap: str = "Spectral_r", lo: float | None = None,
+             hi: float | None = None) -> Image.Image:
     """(H, W) depth -> RGB image, scaled between the 2nd and 98th percentile unless lo/hi are given; computed in
     bands of rows (``CHUNK_PIXELS``), each pixel as a whole-image pass would compute it. Each value picks its row
     of ``colour_table`` as matplotlib's colour map picks its colour (``floor(x * N)``, 1.0 the last, NaN its own),

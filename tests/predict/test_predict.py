@@ -654,8 +654,8 @@ def test_a_folder_or_pattern_of_videos_gives_each_its_depth_video(tiny_tflite, t
     assert out.strip().splitlines()[-1].startswith("1 video, 0 skipped, 4 frames at ")
     assert sorted(p.name for p in (tmp_path / "pattern").iterdir()) == ["b.mp4", "b.npy", "b.timestamps.json"]
     assert main(["predict", str(tiny_tflite), str(clips), "-o", str(tmp_path / "all.mp4")]) == 2  # before any work
-    assert f"-o {tmp_path / 'all.mp4'} names a file, and a folder or pattern of videos writes one file per video into " \
-           f"a folder; give -o FOLDER (e.g. {tmp_path / 'all'})" in capsys.readouterr().err
+    assert f"-o {tmp_path / 'all.mp4'} names a file, and a folder or pattern of videos writes one file per video " \
+           f"into a folder; give -o FOLDER (e.g. {tmp_path / 'all'})" in capsys.readouterr().err
     assert not (tmp_path / "all.mp4").exists() and not (tmp_path / "all").exists()
 
 
@@ -762,7 +762,8 @@ def test_camcorder_and_old_phone_videos_are_read_as_videos(tiny_tflite, tmp_path
             for packet in stream.encode():
                 container.mux(packet)
         out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / name, "-o", tmp_path / "out" / f"{name}.mp4"])
-        assert out.startswith("3 frames, 0 skipped, ") and np.load(tmp_path / "out" / f"{name}.npy").shape == (3, 48, 64)
+        assert out.startswith("3 frames, 0 skipped, ")
+        assert np.load(tmp_path / "out" / f"{name}.npy").shape == (3, 48, 64)
     assert open_inputs(tmp_path).names == ["00001.MTS", "VID_0001.3gp"]
 
 def test_a_video_whose_stack_the_disk_cannot_hold_is_refused_and_a_full_disk_leaves_nothing(

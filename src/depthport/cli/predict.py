@@ -24,14 +24,15 @@ def add_parser(subparsers):
                         "video (.mp4, .mov, .mkv, .webm, .avi, .MTS, .3gp, ...), or a folder or pattern of videos; "
                         "several files (the shell's unquoted photos/*.jpg) are taken as a pattern's matches")
     p.add_argument("-o", "--output",
-                   help="one image: the depth PNG (default depth.png), or a folder to put NAME.png in; a folder or pattern: the output folder, one "
-                        "NAME.png per image (default depth/); a video: the depth video, .mp4/.mov/.mkv (default "
-                        "depth.mp4), or a folder to put NAME.mp4 in; a folder or pattern of videos: the output "
-                        "folder, one NAME.mp4 per video (default depth/)")
+                   help="one image: the depth PNG (default depth.png), or a folder to put NAME.png in; a folder or "
+                        "pattern: the output folder, one NAME.png per image (default depth/); a video: the depth "
+                        "video, .mp4/.mov/.mkv (default depth.mp4), or a folder to put NAME.mp4 in; a folder or "
+                        "pattern of videos: the output folder, one NAME.mp4 per video (default depth/)")
     p.add_argument("--npy", nargs="?", const="", metavar="PATH",
                    help="also write the depth as float32 .npy (metres for metric models); alone: beside the PNGs. "
-                        "One image: PATH is the file, or a folder to put NAME.npy in; a folder or pattern: PATH is a folder; a video: the stack "
-                        "(frames, H, W) is always written, beside the video unless PATH names it (or a folder for NAME.npy)")
+                        "One image: PATH is the file, or a folder to put NAME.npy in; a folder or pattern: PATH is a "
+                        "folder; a video: the stack (frames, H, W) is always written, beside the video unless PATH "
+                        "names it (or a folder for NAME.npy)")
     p.add_argument("--model-size", action="store_true",
                    help="keep the depth at the model's input size (default: resized to the input's size, bicubic "
                         "as transformers' post_process_depth_estimation)")
