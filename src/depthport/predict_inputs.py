@@ -85,9 +85,7 @@ def open_inputs(source: str | Path) -> Inputs:
     Google Takeout's .json and the iPhone's .AAE sidecars; a file with no suffix is tried). A pattern matching
     nothing, a folder or pattern with neither image nor video, or a video that cannot be opened is an InputError.
     A leading ``~`` is the home folder (a quoted pattern reaches us unexpanded); a URL is refused in one line."""
-    if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://", str(source)):
-        raise InputError(f"{source} is a URL, and depthport reads local files: download it first (curl -O URL)")
-    text = os.path.expanduser(str(source))
+    text = _local(str(source))
     path = Path(text)
     if path.is_dir():
         return _open_folder(path, text)
@@ -104,6 +102,13 @@ def open_inputs(source: str | Path) -> Inputs:
     return _sorted_out(files, text, Path(*parts[:fixed]) if fixed else Path("."), f"the pattern {text!r} matches")
 
 
+def _local(source: str) -> str:
+    """``source`` with a leading ``~`` expanded (a quoted pattern reaches us unexpanded); a URL is an InputError."""
+    if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://", source):
+        raise InputError(f"{source} is a URL, and depthport reads local files: download it first (curl -O URL)")
+    return os.path.expanduser(source)
+
+
 def open_files(sources: list[str]) -> Inputs:
     """Several files named one by one (what the shell makes of an unquoted ``photos/*.jpg``), taken as a pattern's
     matches are, in the order given: images predicted, videos and other files passed over (or, with no image, the
@@ -111,9 +116,7 @@ def open_files(sources: list[str]) -> Inputs:
     is an InputError."""
     paths, seen = [], set()
     for source in sources:
-        if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://", source):
-            raise InputError(f"{source} is a URL, and depthport reads local files: download it first (curl -O URL)")
-        path = Path(os.path.expanduser(source))
+        path = Path(_local(source))
         if path.is_dir():
             raise InputError(f"{path} is a folder, among {len(sources)} inputs: give one folder on its own, or files")
         if not path.is_file():

@@ -8,7 +8,7 @@ same rounds. The same chain quantized by ai-edge-quantizer gives the INT8 figure
 (INT8 weights, activations quantized at run time, what ``litert-int8`` uses) and ``static_wi8_ai8`` (full
 integer, calibrated on random inputs); FP32 median / INT8 median is INT8's possible gain on this machine.
 
-The .tflite files are cached in the temp folder, keyed by the chain's shape and the converter versions.
+The .tflite files are cached in ``cache_folder("probe")``, keyed by the chain's shape and the converter versions.
 """
 
 from __future__ import annotations

@@ -115,9 +115,10 @@ def _one(args, image: Path, out: Path, options: dict) -> int:
                         on_stretch=lambda note: notes.append(f"; {note}"), **options)
     units = output_units(Path(args.file))
     unit = " m" if units and units.metric else ""
-    finite = depth[np.isfinite(depth)]
+    bad = not_finite(depth)
+    finite = depth[np.isfinite(depth)] if bad else depth  # a copy only where some values are not finite
     span = f"range {finite.min():.4g}..{finite.max():.4g}{unit}" if finite.size else "no finite value"
-    if bad := not_finite(depth):
+    if bad:
         notes.append(f"; {bad} of its {depth.size} values are NaN or infinite (the model's arithmetic overflowed?)")
     console().print(f"wrote {out}" + (f" and {npy}" if npy else "") + f": depth {depth.shape[0]}x"
                     f"{depth.shape[1]}, {span}{''.join(notes)}", markup=False, highlight=False, soft_wrap=True)
