@@ -43,6 +43,7 @@ VIDEO_FORMATS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska"}
 # exists under such a name is used as it is)
 FILE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".npy", ".npz", *VIDEO_FORMATS)
 OnItem = Callable[[Item, bool], None]
+SKIPS_NAMED = 4  # a summary names this many skipped inputs, then says how many more
 
 
 @dataclass
@@ -62,10 +63,18 @@ class Tally:
         self.skipped.append((item.name, error))
 
     def line(self) -> str:
-        """'12 images, 1 skipped (bad.jpg: ...), 3.4 fps', then any notes ('; 2 videos (...) in the folder ...')."""
-        shown = "; ".join(f"{name}: {error}" for name, error in self.skipped[:3])
-        more = "; ..." if len(self.skipped) > 3 else ""
-        skipped = f"{len(self.skipped)} skipped" + (f" ({shown}{more})" if self.skipped else "")
+        """'12 images, 1 skipped (bad.jpg: ...), 3.4 fps', then any notes ('; 2 videos (...) in the folder ...').
+        One skipped input is named with its reason; several by name only ('3 skipped (a.tif, b.tif, c.tif: reasons
+        above)'): each has had a line of its own with its reason, as it was skipped."""
+        names = [name for name, _ in self.skipped]
+        if len(names) == 1:
+            shown = f" ({names[0]}: {self.skipped[0][1]})"
+        elif names:
+            more = f" and {len(names) - SKIPS_NAMED} more" if len(names) > SKIPS_NAMED else ""
+            shown = f" ({', '.join(names[:SKIPS_NAMED])}{more}: reasons above)"
+        else:
+            shown = ""
+        skipped = f"{len(names)} skipped{shown}"
         rate = (self.done if self.frames is None else self.frames) / max(time.perf_counter() - self.start, 1e-9)
         count = self.done + len(self.skipped)
         notes = [*self.notes, listed(self.noun[:-1], self.not_finite) + " with depth NaN or infinite in places (the "

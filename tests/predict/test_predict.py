@@ -516,6 +516,24 @@ def test_bad_image_in_a_folder_is_skipped_and_counted(tiny_tflite, photos, tmp_p
     assert "6 images, 1 skipped (bad.jpg: " in out and (tmp_path / "all" / "sub" / "d.png").is_file()
 
 
+def test_several_skipped_are_named_once_with_their_reasons(tiny_tflite, photos, tmp_path, capsys):
+    """Each skipped image gets its line with the reason as it is skipped; the summary names them, four at most, and
+    does not repeat the reasons (it printed three of them in full, a wall of text under their own lines)."""
+    bad = ["bad1.jpg", "bad2.png", "bad3.webp", "bad4.tif", "bad5.jpg"]
+    for name in bad:
+        (photos / name).write_text("not a picture")
+    out, err = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out"])
+    assert "9 images, 5 skipped (bad1.jpg, bad2.png, bad3.webp, bad4.tif and 1 more: reasons above), " in out
+    assert "cannot read image" not in out
+    assert [line.split(":")[0] for line in err.splitlines() if line.startswith("skipped")] == [
+        f"skipped {name}" for name in bad]
+    assert all(f"skipped {name}: cannot read image" in err for name in bad)
+    for name in bad[2:]:
+        (photos / name).unlink()
+    out, _ = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out2"])
+    assert "6 images, 2 skipped (bad1.jpg, bad2.png: reasons above), " in out
+
+
 DATA = Path(__file__).parent / "data"
 
 
