@@ -4,6 +4,7 @@ end (``outdir``). May import every stage; only the command line imports this mod
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import time
@@ -50,15 +51,35 @@ class ExportOptions:
     stages: StageOptions = field(default_factory=StageOptions)
 
 
+# What people call a file kind, and the targets that make it
+TARGET_KINDS = {"litert": "litert-", "tflite": "litert-", "xnnpack": "xnnpack-", "pte": ("xnnpack-", "coreml"),
+                "executorch": ("xnnpack-", "coreml")}
+
+
 def parse_targets(text: str) -> tuple[str, ...]:
-    """'litert-fp32,onnx' -> the target names, all known, or an InputError before any work."""
-    names = [t.strip() for t in text.split(",") if t.strip()]
+    """'litert-fp32,onnx' -> the target names, all known, or an InputError before any work. Case and '_' for '-'
+    do not matter (LiteRT_FP32 is litert-fp32); a file kind (tflite, pte, xnnpack, ...) or a near miss is answered
+    with the targets it may mean."""
+    names = [t.strip().lower().replace("_", "-") for t in text.split(",") if t.strip()]
     if not names:
         raise InputError("no targets given")
     unknown = [t for t in names if t not in TARGETS]
     if unknown:
-        raise InputError(f"unknown target(s) {', '.join(unknown)}; available: {', '.join(sorted(TARGETS))}")
-    return tuple(names)
+        meant = {t: _meant(t) for t in unknown}
+        said = "; ".join(f"{t}: did you mean {', '.join(m[:-1])} or {m[-1]}?" if len(m) > 1 else
+                         f"{t}: did you mean {m[0]}?" if m else t for t, m in meant.items())
+        available = "" if all(meant.values()) else f"; available: {', '.join(sorted(TARGETS))}"
+        raise InputError(f"unknown target(s) {said}{available}")
+    return tuple(dict.fromkeys(names))
+
+
+def _meant(name: str) -> list[str]:
+    """The targets an unknown target name may mean, the FP32 one first: a file kind's, those it begins, or close
+    spellings."""
+    starts = TARGET_KINDS.get(name, f"{name}-")
+    by_kind = [t for t in TARGETS if t.startswith(starts)]
+    close = by_kind or difflib.get_close_matches(name, list(TARGETS), n=3, cutoff=0.6)
+    return sorted(close, key=lambda t: (not t.endswith("fp32"), t))
 
 
 def ledger_stage(ctx: ExportContext, report: dict | ReportJson) -> None:

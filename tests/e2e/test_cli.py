@@ -89,7 +89,12 @@ def test_version_names_depthport_python_and_the_runtimes(capsys):
     (["export", "da9-huge"], "unknown model 'da9-huge'"),
     (["export", "da2-tiny", "--size", "56by70"], "malformed size"),
     (["export", "da2-tiny", "--size", "50x70"], "patch size 14 on both sides; the nearest is 56x70"),
-    (["export", "da2-tiny", "--size", "56x70", "--targets", "litert-fp64"], "unknown target"),
+    (["export", "da2-tiny", "--size", "56x70", "--targets", "litert-fp64"],
+     "unknown target(s) litert-fp64: did you mean litert-fp32, litert-fp16 or litert-int8?"),
+    (["export", "da2-tiny", "--size", "56x70", "--targets", "onnx,tflite"],
+     "unknown target(s) tflite: did you mean litert-fp32, litert-fp16, litert-int8 or litert-int8-weight?"),
+    (["export", "da2-tiny", "--size", "56x70", "--targets", "pte,nope"], "unknown target(s) pte: did you mean "
+     "xnnpack-fp32, coreml, xnnpack-fp16, xnnpack-fp16-split or xnnpack-int8?; nope; available: coreml, "),
     (["export", "da2-tiny", "--size", "56x70", "--weights", "/nope/ckpt.pth"], "checkpoint not found"),
 ])
 def test_bad_export_input_is_one_line_exit_2(args, message, tmp_path, capsys):
@@ -98,6 +103,17 @@ def test_bad_export_input_is_one_line_exit_2(args, message, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
     assert not out.exists()
+
+
+def test_target_names_ignore_case_underscores_and_repeats_and_the_help_lists_them_all():
+    """What people type for litert-fp32: the same targets, each once; `export -h` names every target (written out
+    there, so that the help imports no torch)."""
+    from depthport.cli.export import TARGET_NAMES
+    from depthport.export.targets import TARGETS
+    from depthport.pipeline import parse_targets
+
+    assert parse_targets("LiteRT_FP32, onnx,litert-fp32") == ("litert-fp32", "onnx")
+    assert sorted(TARGET_NAMES) == sorted(TARGETS) and len(set(TARGET_NAMES)) == len(TARGET_NAMES)
 
 
 def test_an_output_folder_whose_name_is_not_utf8_is_refused_before_any_work(tmp_path, capsys):

@@ -10,6 +10,10 @@ from pathlib import Path
 
 from .common import add_evidence_args, add_threads, console, export_size, status_console
 
+# export.targets.TARGETS' names, written out: importing it for the help would import torch for every command
+TARGET_NAMES = ("litert-fp32", "litert-fp16", "litert-int8", "litert-int8-weight", "xnnpack-fp32", "xnnpack-fp16",
+                "xnnpack-fp16-split", "xnnpack-int8", "coreml", "onnx", "onnx-dynamic", "web", "web-onnx")
+
 
 def add_parser(subparsers):
     p = subparsers.add_parser("export", help="export a model to on-device files with a report")
@@ -23,7 +27,8 @@ def add_parser(subparsers):
     p.add_argument("--size", help="export shape HxW, both multiples of 14 (default: the model's)")
     p.add_argument("--long-side", type=int, help="long side in pixels, with --aspect")
     p.add_argument("--aspect", help="W:H aspect for --long-side (e.g. 4:3, 9:16)")
-    p.add_argument("--targets", default="litert-fp32", help="comma-separated export targets")
+    p.add_argument("--targets", default="litert-fp32",
+                   help=f"comma-separated export targets (default: litert-fp32), of: {', '.join(TARGET_NAMES)}")
     p.add_argument("--prompt-size", metavar="HxW",
                    help="prompted models (prompt-da-*): the prompt depth's shape (default: ARKit's 192x256; portrait "
                         "256x192)")
