@@ -18,7 +18,7 @@ DEFAULT_OUTPUT = {"image": "depth.png", "images": "depth", "video": "depth.mp4",
 
 def add_parser(subparsers):
     p = subparsers.add_parser("predict", help="run an exported file on images or a video and write colourised depth")
-    p.add_argument("file", help="exported model (.tflite, .pte, .onnx)")
+    p.add_argument("file", metavar="FILE", help="exported model (.tflite, .pte, .onnx)")
     p.add_argument("image", metavar="INPUT", nargs="+",
                    help="an image, a folder of images, a quoted glob pattern ('photos/*.jpg', '**' recursive), a "
                         "video (.mp4, .mov, .mkv, .webm, .avi, .MTS, .3gp, ...), or a folder or pattern of videos; "
