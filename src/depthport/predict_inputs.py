@@ -4,7 +4,6 @@ of an image, so that the caller reports and skips it."""
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from typing import Iterator
 from PIL import Image
 
 from .core.images import image_files, image_suffixes
+from .core.patterns import has_pattern, pattern_files, pattern_root
 from .core.prompts import is_prompt_file
 from .errors import InputError
 from .preprocess import RAW_SUFFIXES, load_image
@@ -72,10 +72,6 @@ class Inputs:
         return _images(self.files, self.names)
 
 
-def _has_magic(text: str) -> bool:
-    return re.search(r"[*?[]", text) is not None
-
-
 def open_inputs(source: str | Path) -> Inputs:
     """The inputs ``source`` names: an existing folder (its image files, as ``core.images.image_files`` lists
     them, not recursive), a file or path with a video suffix (``VIDEO_SUFFIXES``), a quoted glob pattern (every
@@ -89,17 +85,10 @@ def open_inputs(source: str | Path) -> Inputs:
     path = Path(text)
     if path.is_dir():
         return _open_folder(path, text)
-    if path.exists() or not _has_magic(text):
+    if path.exists() or not has_pattern(text):
         return open_video(path) if path.suffix.lower() in VIDEO_SUFFIXES else Inputs("image", text, [path])
-    files = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file() and not is_prompt_file(Path(p)))
-    if not files:
-        other = sorted(p for p in glob.glob(_any_case(text), recursive=True) if Path(p).is_file())
-        hint = (f"; {len(other)} file(s) match it in another letter case ({Path(other[0]).name}, ...): a pattern "
-                "matches letters as written, as the shell's does" if other else "")
-        raise InputError(f"no files match the pattern {text!r}{hint}")
-    parts = path.parts
-    fixed = next(i for i, part in enumerate(parts) if _has_magic(part))
-    return _sorted_out(files, text, Path(*parts[:fixed]) if fixed else Path("."), f"the pattern {text!r} matches")
+    files = [f for f in pattern_files(text) if not is_prompt_file(f)]
+    return _sorted_out(files, text, pattern_root(text), f"the pattern {text!r} matches")
 
 
 def _local(source: str) -> str:
@@ -202,16 +191,6 @@ def passed_over(inputs: Inputs) -> str:
         notes.append(f"{listed('folder', inputs.folders)} in the folder not searched: for every image under it give "
                      f"a quoted pattern, '{Path(inputs.source) / '**' / '*'}'")
     return "; ".join(notes)
-
-
-def _any_case(pattern: str) -> str:
-    """``pattern`` matching names in any letter case from its first wildcard component on (each letter -> [xX]);
-    a component with a [...] class of its own is left as written."""
-    parts = Path(pattern).parts
-    first = next((i for i, part in enumerate(parts) if _has_magic(part)), len(parts))
-    tail = ["".join(f"[{c.lower()}{c.upper()}]" if c.lower() != c.upper() else c for c in part)
-            if "[" not in part else part for part in parts[first:]]
-    return str(Path(*parts[:first], *tail))
 
 
 def _images(files: list[Path], names: list[str]) -> Iterator[Item]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -348,6 +349,35 @@ def test_image_folder_errors(tmp_path):
         folder_set(broken)
     with pytest.raises(InputError, match="not found"):
         folder_set(tmp_path / "missing")
+
+
+def test_the_pattern_a_folder_with_subfolders_is_told_to_take_reads_them(tmp_path, capsys):
+    """A folder whose photos are in day1/, day2/: its error advises a quoted pattern, 'trip/**/*', and --images takes
+    it as predict does (it said 'image folder not found: trip/**/*'): subfolders read, names relative to the
+    pattern's folder, files not named like images and prompt files passed over; a prompted model's prompt is found
+    beside its image in the subfolder."""
+    from depthport.core.prompts import prompt_set
+
+    trip = tmp_path / "trip"
+    for i, name in enumerate(["day1/IMG_1.jpg", "day2/IMG_2.png", "day2/IMG_2.prompt.npy", "day2/notes.txt"]):
+        (trip / name).parent.mkdir(parents=True, exist_ok=True)
+        if name.endswith(".npy"):
+            np.save(trip / name, np.linspace(1.0, 3.0, 24 * 32, dtype=np.float32).reshape(24, 32))
+        elif name.endswith(".txt"):
+            (trip / name).write_text("not an image")
+        else:
+            Image.new("RGB", (40 + i, 30), (10 * i, 20, 30)).save(trip / name)
+    with pytest.raises(InputError, match=re.escape(f"give a quoted pattern, '{trip / '**' / '*'}'")):
+        folder_set(trip)
+    images = folder_set(f"{trip}/**/*")
+    assert [(name, image.size) for name, image in images] == [("day1/IMG_1.jpg", (40, 30)), ("day2/IMG_2.png", (41, 30))]
+    prompts, origins = prompt_set(f"{trip}/**/*", ["day2/IMG_2.png"], (24, 32))
+    assert origins == {"day2/IMG_2.png": "IMG_2.prompt.npy"}
+    assert float(prompts["day2/IMG_2.png"].min()) == 1.0 and float(prompts["day2/IMG_2.png"].max()) == 3.0
+    with pytest.raises(InputError, match=r"matches no file named like an image"):
+        folder_set(f"{trip}/**/*.txt")
+    with pytest.raises(InputError, match=r"1 file\(s\) match it in another letter case \(IMG_1.jpg"):
+        folder_set(f"{trip}/**/*.JPG")
 
 
 @pytest.mark.parametrize("mode", ["I", "F"])

@@ -38,7 +38,8 @@ def add_parser(subparsers):
     p.add_argument("--fold-normalization", action="store_true", help="fold ImageNet mean/std in; input RGB 0..1")
     p.add_argument("--pos-embed", choices=["official", "transformers"],
                    help="position-embedding resampling formula (default: the checkpoint source's)")
-    p.add_argument("--images", help="folder of images for parity checks (default: scikit-image's natural images)")
+    p.add_argument("--images", help="images for the parity checks: a folder, one image, or a quoted pattern "
+                                    "('photos/**/*': subfolders too) (default: scikit-image's natural images)")
     add_threads(p, "CPU threads for verification and timing")
     p.add_argument("--skip", default="", help="comma-separated stages to skip: ledger, verify, bench, report, card")
     p.add_argument("--gate", action="append", default=[], metavar="PRECISION.METRIC=VALUE",

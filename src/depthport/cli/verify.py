@@ -18,7 +18,8 @@ def add_parser(subparsers):
                    help="exported model(s) (.tflite, .pte, .onnx), same shape; or one web folder (--targets web)")
     p.add_argument("--reference", metavar="MODEL", help="model id (default: from report.json beside FILE)")
     p.add_argument("--weights", help="random | PATH | HF repo id (default: from report.json beside FILE)")
-    p.add_argument("--images", help="folder of images (default: scikit-image's bundled natural images)")
+    p.add_argument("--images", help="a folder of images, one image, or a quoted pattern ('photos/**/*': subfolders "
+                                    "too), read as predict reads them (default: scikit-image's bundled natural images)")
     p.add_argument("--size", help="reference shape HxW (default: the file's input shape; must match it)")
     p.add_argument("--precision", choices=["fp32", "fp16", "int8"], help="gate to apply (default: from report.json)")
     p.add_argument("--gate", action="append", default=[], metavar="PREC.METRIC=VALUE",
@@ -173,7 +174,8 @@ def print_summary(data: dict, out: Path) -> None:
     console = Console(width=None if sys.stdout.isatty() else 160)
     if report.random_weights:
         console.print("[bold red]RANDOM WEIGHTS: reference and files are random; parity tests the conversion only.[/]")
-    table = Table(title=f"parity vs {report.verify.reference} ({len(report.verify.images)} images)")
+    count = len(report.verify.images)
+    table = Table(title=f"parity vs {report.verify.reference} ({count} image{'s' if count != 1 else ''})")
     for col in ("file", "precision", "corr worst", "corr median", "rel L2 pooled", "max abs", "δ1.25 worst",
                 "vs eager rel L2", "vs fp64 rel L2", "AbsRel", "gate"):
         table.add_column(col)

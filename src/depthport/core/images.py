@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ from PIL import Image, ImageFile
 
 from ..errors import utf8_text
 from ..preprocess import RAW_ADVICE, RAW_SUFFIXES, InputError, load_image
+from .patterns import has_pattern, pattern_files, set_root
 from .prompts import is_prompt_file
 
 # Natural photographs whose files ship inside the scikit-image wheel (no download; checked offline with
@@ -86,21 +88,32 @@ def image_files(folder: str | Path) -> list[Path]:
     return files
 
 
+def set_files(source: str | Path) -> list[Path]:
+    """The image files ``folder_set`` reads: the one file, a folder's (``image_files``), or the files a quoted
+    pattern matches that are named like images (``'photos/**/*'``: subfolders too), prompt files left out."""
+    path = Path(source)
+    if path.is_file() or path.is_dir() or not has_pattern(str(source)):
+        return [path] if path.is_file() else image_files(path)
+    files = [f for f in pattern_files(str(source)) if f.suffix.lower() in image_suffixes() and not is_prompt_file(f)]
+    if not files:
+        raise InputError(f"the pattern {str(source)!r} matches no file named like an image ({looked_for()})")
+    return files
+
+
 def folder_set(path: str | Path) -> list[tuple[str, Image.Image]]:
-    """Every image file in ``path`` (or the one file ``path``), sorted by name, read as ``load_image`` reads it
-    (EXIF orientation applied, colours in sRGB), named in valid UTF-8 (``utf8_text``: a report holds the names);
-    any unreadable one is an error.
+    """Every image of ``path`` (``set_files``: one file, a folder, or a quoted pattern, as predict reads them), in
+    order, read as ``load_image`` reads it (EXIF orientation applied, colours in sRGB), named relative to
+    ``set_root`` in valid UTF-8 (``utf8_text``: a report holds the names); any unreadable one is an error.
 
     An empty folder, a folder with no file named like an image, or one where no such file can be read is an
-    InputError that names the folder and the suffixes looked for."""
-    path = Path(path)
-    if path.is_file():
-        return [(utf8_text(path.name), load_image(path))]
-    files = image_files(path)
+    InputError that names the folder and the suffixes looked for; so is a pattern that matches no image file."""
+    files, root = set_files(path), set_root(path)
+    if len(files) == 1 and Path(path).is_file():
+        return [(utf8_text(files[0].name), load_image(files[0]))]
     images, failed = [], []
     for p in files:
         try:
-            images.append((utf8_text(p.name), load_image(p)))
+            images.append((utf8_text(Path(os.path.relpath(p, root)).as_posix()), load_image(p)))
         except InputError as exc:
             failed.append((p, exc))
     if failed and not images:

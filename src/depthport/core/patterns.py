@@ -1,0 +1,53 @@
+"""Glob patterns as people give them for many images (``'photos/**/*.jpg'``, quoted so the shell leaves them): which
+files match, and the folder their names are relative to. Predict's inputs and the verification image set read
+patterns the same way."""
+
+from __future__ import annotations
+
+import glob
+import re
+from pathlib import Path
+
+from ..errors import InputError
+
+
+def has_pattern(text: str) -> bool:
+    """Whether ``text`` is a glob pattern (``*``, ``?`` or ``[``)."""
+    return re.search(r"[*?[]", text) is not None
+
+
+def pattern_root(pattern: str) -> Path:
+    """The folder a pattern's matches are named relative to: its components before the first wildcard."""
+    parts = Path(pattern).parts
+    fixed = next((i for i, part in enumerate(parts) if has_pattern(part)), len(parts))
+    return Path(*parts[:fixed]) if fixed else Path(".")
+
+
+def pattern_files(pattern: str) -> list[Path]:
+    """Every file ``pattern`` matches (``**`` recursive), sorted by path; none is an InputError, which names the
+    files that match in another letter case (IMG_0001.JPG for ``*.jpg``)."""
+    files = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if Path(p).is_file())
+    if not files:
+        other = sorted(p for p in glob.glob(_any_case(pattern), recursive=True) if Path(p).is_file())
+        hint = (f"; {len(other)} file(s) match it in another letter case ({Path(other[0]).name}, ...): a pattern "
+                "matches letters as written, as the shell's does" if other else "")
+        raise InputError(f"no files match the pattern {pattern!r}{hint}")
+    return files
+
+
+def _any_case(pattern: str) -> str:
+    """``pattern`` matching names in any letter case from its first wildcard component on (each letter -> [xX]);
+    a component with a [...] class of its own is left as written."""
+    parts = Path(pattern).parts
+    first = next((i for i, part in enumerate(parts) if has_pattern(part)), len(parts))
+    tail = ["".join(f"[{c.lower()}{c.upper()}]" if c.lower() != c.upper() else c for c in part)
+            if "[" not in part else part for part in parts[first:]]
+    return str(Path(*parts[:first], *tail))
+
+
+def set_root(source: str | Path) -> Path:
+    """The folder ``folder_set``'s names are relative to: the folder, a pattern's fixed part, a file's folder."""
+    path = Path(source)
+    if path.is_dir():
+        return path
+    return pattern_root(str(source)) if not path.exists() and has_pattern(str(source)) else path.parent
