@@ -52,8 +52,8 @@ class ExportOptions:
 
 
 # What people call a file kind, and the targets that make it
-TARGET_KINDS = {"litert": "litert-", "tflite": "litert-", "xnnpack": "xnnpack-", "pte": ("xnnpack-", "coreml"),
-                "executorch": ("xnnpack-", "coreml")}
+TARGET_KINDS = {"litert": ("litert-",), "tflite": ("litert-",), "xnnpack": ("xnnpack-",),
+                "pte": ("xnnpack-", "coreml"), "executorch": ("xnnpack-", "coreml")}
 
 
 def parse_targets(text: str) -> tuple[str, ...]:
@@ -76,7 +76,7 @@ def parse_targets(text: str) -> tuple[str, ...]:
 def _meant(name: str) -> list[str]:
     """The targets an unknown target name may mean, the FP32 one first: a file kind's, those it begins, or close
     spellings."""
-    starts = TARGET_KINDS.get(name, f"{name}-")
+    starts = TARGET_KINDS.get(name, (f"{name}-",))
     by_kind = [t for t in TARGETS if t.startswith(starts)]
     close = by_kind or difflib.get_close_matches(name, list(TARGETS), n=3, cutoff=0.6)
     return sorted(close, key=lambda t: (not t.endswith("fp32"), t))

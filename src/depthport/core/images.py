@@ -89,11 +89,10 @@ def image_files(folder: str | Path) -> list[Path]:
 
 
 def set_files(source: str | Path) -> list[Path]:
-    """The image files ``folder_set`` reads: the one file, a folder's (``image_files``), or the files a quoted
-    pattern matches that are named like images (``'photos/**/*'``: subfolders too), prompt files left out."""
-    path = Path(source)
-    if path.is_file() or path.is_dir() or not has_pattern(str(source)):
-        return [path] if path.is_file() else image_files(path)
+    """The image files of a folder (``image_files``) or of a quoted pattern (those it matches that are named like
+    images, ``'photos/**/*'``: subfolders too; prompt files left out)."""
+    if Path(source).exists() or not has_pattern(str(source)):
+        return image_files(source)
     files = [f for f in pattern_files(str(source)) if f.suffix.lower() in image_suffixes() and not is_prompt_file(f)]
     if not files:
         raise InputError(f"the pattern {str(source)!r} matches no file named like an image ({looked_for()})")
@@ -107,9 +106,9 @@ def folder_set(path: str | Path) -> list[tuple[str, Image.Image]]:
 
     An empty folder, a folder with no file named like an image, or one where no such file can be read is an
     InputError that names the folder and the suffixes looked for; so is a pattern that matches no image file."""
+    if Path(path).is_file():
+        return [(utf8_text(Path(path).name), load_image(path))]
     files, root = set_files(path), set_root(path)
-    if len(files) == 1 and Path(path).is_file():
-        return [(utf8_text(files[0].name), load_image(files[0]))]
     images, failed = [], []
     for p in files:
         try:
