@@ -5,7 +5,6 @@ of an image, so that the caller reports and skips it."""
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Iterator
 from PIL import Image
 
 from .core.images import image_files, image_suffixes
-from .core.patterns import has_pattern, pattern_files, pattern_root
+from .core.patterns import has_pattern, local_path, pattern_files, pattern_root
 from .core.prompts import is_prompt_file
 from .errors import InputError
 from .preprocess import RAW_SUFFIXES, load_image
@@ -81,7 +80,7 @@ def open_inputs(source: str | Path) -> Inputs:
     Google Takeout's .json and the iPhone's .AAE sidecars; a file with no suffix is tried). A pattern matching
     nothing, a folder or pattern with neither image nor video, or a video that cannot be opened is an InputError.
     A leading ``~`` is the home folder (a quoted pattern reaches us unexpanded); a URL is refused in one line."""
-    text = _local(str(source))
+    text = local_path(str(source))
     path = Path(text)
     if path.is_dir():
         return _open_folder(path, text)
@@ -91,13 +90,6 @@ def open_inputs(source: str | Path) -> Inputs:
     return _sorted_out(files, text, pattern_root(text), f"the pattern {text!r} matches")
 
 
-def _local(source: str) -> str:
-    """``source`` with a leading ``~`` expanded (a quoted pattern reaches us unexpanded); a URL is an InputError."""
-    if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://", source):
-        raise InputError(f"{source} is a URL, and depthport reads local files: download it first (curl -O URL)")
-    return os.path.expanduser(source)
-
-
 def open_files(sources: list[str]) -> Inputs:
     """Several files named one by one (what the shell makes of an unquoted ``photos/*.jpg``), taken as a pattern's
     matches are, in the order given: images predicted, videos and other files passed over (or, with no image, the
@@ -105,7 +97,7 @@ def open_files(sources: list[str]) -> Inputs:
     is an InputError."""
     paths, seen = [], set()
     for source in sources:
-        path = Path(_local(source))
+        path = Path(local_path(source))
         if path.is_dir():
             raise InputError(f"{path} is a folder, among {len(sources)} inputs: give one folder on its own, or files")
         if not path.is_file():

@@ -16,7 +16,7 @@ from depthport.export.targets import ExportContext
 from depthport.preprocess import InputError
 from depthport.verify import accuracy, gates
 from depthport.core import metrics
-from depthport.core.images import BUILTIN, builtin_set, folder_set
+from depthport.core.images import BUILTIN, builtin_set, folder_set, image_set
 from helpers import TINY_HW as HW
 from helpers import shipped
 
@@ -351,11 +351,11 @@ def test_image_folder_errors(tmp_path):
         folder_set(tmp_path / "missing")
 
 
-def test_the_pattern_a_folder_with_subfolders_is_told_to_take_reads_them(tmp_path, capsys):
+def test_the_pattern_a_folder_with_subfolders_is_told_to_take_reads_them(tmp_path, monkeypatch):
     """A folder whose photos are in day1/, day2/: its error advises a quoted pattern, 'trip/**/*', and --images takes
     it as predict does (it said 'image folder not found: trip/**/*'): subfolders read, names relative to the
     pattern's folder, files not named like images and prompt files passed over; a prompted model's prompt is found
-    beside its image in the subfolder."""
+    beside its image in the subfolder. As for predict, a leading ~ is the home folder and a URL is one line."""
     from depthport.core.prompts import prompt_set
 
     trip = tmp_path / "trip"
@@ -374,6 +374,11 @@ def test_the_pattern_a_folder_with_subfolders_is_told_to_take_reads_them(tmp_pat
     prompts, origins = prompt_set(f"{trip}/**/*", ["day2/IMG_2.png"], (24, 32))
     assert origins == {"day2/IMG_2.png": "IMG_2.prompt.npy"}
     assert float(prompts["day2/IMG_2.png"].min()) == 1.0 and float(prompts["day2/IMG_2.png"].max()) == 3.0
+    monkeypatch.setenv("HOME", str(tmp_path))  # --images '~/trip/**/*', quoted: the shell left the ~
+    assert [name for name, _ in image_set("~/trip/**/*")[1]] == ["day1/IMG_1.jpg", "day2/IMG_2.png"]
+    assert prompt_set("~/trip/**/*", ["day2/IMG_2.png"], (24, 32))[1] == origins
+    with pytest.raises(InputError, match=r"is a URL, and depthport reads local files: download it first"):
+        image_set("https://example.com/trip/")
     with pytest.raises(InputError, match=r"matches no file named like an image"):
         folder_set(f"{trip}/**/*.txt")
     with pytest.raises(InputError, match=r"1 file\(s\) match it in another letter case \(IMG_1.jpg"):

@@ -11,7 +11,7 @@ from PIL import Image, ImageFile
 
 from ..errors import utf8_text
 from ..preprocess import RAW_ADVICE, RAW_SUFFIXES, InputError, load_image
-from .patterns import has_pattern, pattern_files, set_root
+from .patterns import has_pattern, local_path, pattern_files, set_root
 from .prompts import is_prompt_file
 
 # Natural photographs whose files ship inside the scikit-image wheel (no download; checked offline with
@@ -127,7 +127,7 @@ def image_set(source: str | Path | None) -> tuple[str, list[tuple[str, Image.Ima
     """(description, [(name, RGB image)]) for a folder or file, or the built-in set when ``source`` is None."""
     if source is None:
         return f"scikit-image {_skimage_version()} bundled images", builtin_set()
-    return utf8_text(source), folder_set(source)
+    return utf8_text(source), folder_set(local_path(str(source)))
 
 
 def _skimage_version() -> str:

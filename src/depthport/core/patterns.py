@@ -1,14 +1,23 @@
-"""Glob patterns as people give them for many images (``'photos/**/*.jpg'``, quoted so the shell leaves them): which
-files match, and the folder their names are relative to. Predict's inputs and the verification image set read
-patterns the same way."""
+"""Paths and glob patterns as people give them for images (``'~/photos/**/*.jpg'``, quoted so the shell leaves them):
+``~`` expanded and a URL refused, which files a pattern matches, and the folder their names are relative to.
+Predict's inputs and the verification image set read them the same way."""
 
 from __future__ import annotations
 
 import glob
+import os
 import re
 from pathlib import Path
 
 from ..errors import InputError
+
+
+def local_path(source: str) -> str:
+    """``source`` with a leading ``~`` expanded (a quoted pattern or ``--images '~/photos'`` reaches us unexpanded); a
+    URL is an InputError."""
+    if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://", source):
+        raise InputError(f"{source} is a URL, and depthport reads local files: download it first (curl -O URL)")
+    return os.path.expanduser(source)
 
 
 def has_pattern(text: str) -> bool:

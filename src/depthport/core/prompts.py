@@ -21,7 +21,7 @@ from PIL import Image
 
 from ..errors import InputError, utf8_text
 from .ground_truth import depth_from_disparity, motorcycle
-from .patterns import set_root
+from .patterns import local_path, set_root
 
 PROMPT_SUFFIXES = (".npy", ".png")  # NAME.prompt.npy (metres) or NAME.prompt.png (16-bit millimetres)
 PROMPT_TAG = ".prompt"
@@ -144,7 +144,7 @@ def prompt_set(source: str | Path | None, names: list[str], prompt_hw: tuple[int
     """({image name: (1, 1, h, w) prompt}, {image name: where it came from}) for the images of ``image_set``."""
     prompts, origins = {}, {}
     if source is not None:  # the names are shown in UTF-8 (``utf8_text``): a Latin-1 file name is found by it too
-        folder = set_root(source)
+        folder = set_root(local_path(str(source)))
         stored = {utf8_text(p.name): p for p in folder.iterdir()}
     for name in names:
         if source is None:
