@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench",),
     ("report",),
     ("predict", "predict_inputs", "predict_many", "pipeline"),
-    ("cli",),
+    ("cli", "__main__"),
 ]
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 

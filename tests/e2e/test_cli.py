@@ -85,6 +85,13 @@ def test_version_names_depthport_python_and_the_runtimes(capsys):
     assert f"torch {version('torch')}" in lines and f"executorch {version('executorch')}" in lines
 
 
+def test_python_m_depthport_is_the_command():
+    """`python -m depthport` (the usual way to run a tool in a venv one has not activated) said "No module named
+    depthport.__main__"."""
+    run = subprocess.run([sys.executable, "-m", "depthport", "--version"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.startswith("depthport "), run.stderr[-500:]
+
+
 @pytest.mark.parametrize("args,message", [
     (["export", "da9-huge"], "unknown model 'da9-huge'"),
     (["export", "da2-tiny", "--size", "56by70"], "malformed size"),
