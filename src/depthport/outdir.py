@@ -173,6 +173,15 @@ def staged(out: str | os.PathLike):
     commit(staging, out)
 
 
+class WrongSuffix(InputError):
+    """An output file named without the suffix of what is written in it (``claim_output_files``): a command that also
+    takes a folder there can say so."""
+
+    def __init__(self, message: str, option: str, path: Path, suffix: str):
+        super().__init__(message)
+        self.option, self.path, self.suffix = option, path, suffix
+
+
 def claim_output_files(outputs, taken: dict[Path, str]) -> None:
     """Check output files before any work. ``outputs``: (option, path or None, suffix or None, what it holds, e.g.
     "the depth is written as .png (a colourised depth image)"); ``taken``: resolved path -> what is there already
@@ -185,7 +194,7 @@ def claim_output_files(outputs, taken: dict[Path, str]) -> None:
         if key in taken:
             raise InputError(f"{option} {path} would overwrite {taken[key]}; give another file name")
         if suffix and Path(path).suffix.lower() != suffix:
-            raise InputError(f"{option} {path}: {holds}; give {option} NAME{suffix}")
+            raise WrongSuffix(f"{option} {path}: {holds}; give {option} NAME{suffix}", option, Path(path), suffix)
         taken[key] = f"the {option} file"
 
 

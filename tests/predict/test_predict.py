@@ -333,6 +333,15 @@ def test_one_image_into_a_folder_takes_the_images_name(tiny_tflite, tmp_path, ca
         assert np.array_equal(np.load(tmp_path / npy), depth)
     for png in ("named.png", "new/IMG_0001.png", "there/IMG_0001.png"):
         assert Image.open(tmp_path / png).tobytes() == Image.open(tmp_path / "one.png").tobytes()
+    for option, given, want in (("-o", "depth", f"-o {tmp_path / 'depth'}: the depth is written as .png (a colourised "
+                                 f"depth image); give -o NAME.png, or a folder to put IMG_0001.png in "
+                                 f"({tmp_path / 'depth'}/)"),
+                                ("--npy", "d.txt", f"give --npy NAME.npy, or a folder to put IMG_0001.npy in "
+                                 f"({tmp_path / 'd'}/)")):
+        capsys.readouterr()  # a name that is neither a .png/.npy nor a folder: both ways said, as for a video
+        assert main(["predict", str(tiny_tflite), str(image), "-o", str(tmp_path / "x.png"), option,
+                     str(tmp_path / given)]) == 2
+        assert want in capsys.readouterr().err and not (tmp_path / given).exists()
 
 
 def test_a_photo_stretched_to_another_aspect_is_said_with_what_keeps_its_aspect(tiny_tflite, tmp_path, capsys):

@@ -100,6 +100,7 @@ def into_folder(given: str | None, image: Path, suffix: str) -> Path | None:
 
 def _one(args, image: Path, out: Path, options: dict) -> int:
     from ..focal import photo_note
+    from ..outdir import WrongSuffix
     from ..predict import output_units, predict
     from ..quiet import native_stderr_muted
     from ..visualize import not_finite
@@ -108,11 +109,15 @@ def _one(args, image: Path, out: Path, options: dict) -> int:
     npy = out.with_suffix(".npy") if args.npy == "" else into_folder(args.npy, image, ".npy") or args.npy
     notes = []  # an animation's frame count; the focal length the metres took from the photo's EXIF, if they did
     with native_stderr_muted(not args.verbose):
-        depth = predict(args.file, image, out, npy, prompt=args.prompt,
-                        on_focal=lambda f35, size: notes.append(f"; {photo_note(f35, size)}"),
-                        on_frames=lambda n: notes.append(f"; the depth of the first of its {n} frames (an animated "
-                                                         "image)"),
-                        on_stretch=lambda note: notes.append(f"; {note}"), **options)
+        try:
+            depth = predict(args.file, image, out, npy, prompt=args.prompt,
+                            on_focal=lambda f35, size: notes.append(f"; {photo_note(f35, size)}"),
+                            on_frames=lambda n: notes.append(f"; the depth of the first of its {n} frames (an "
+                                                             "animated image)"),
+                            on_stretch=lambda note: notes.append(f"; {note}"), **options)
+        except WrongSuffix as exc:  # a name that is neither the file's suffix nor a folder: both ways, as for a video
+            raise InputError(f"{exc}, or a folder to put {image.stem}{exc.suffix} in "
+                             f"({exc.path.with_suffix('')}/)") from None
     units = output_units(Path(args.file))
     unit = " m" if units and units.metric else ""
     bad = not_finite(depth)
