@@ -86,7 +86,11 @@ def open_inputs(source: str | Path) -> Inputs:
         return _open_folder(path, text)
     if path.exists() or not has_pattern(text):
         return open_video(path) if path.suffix.lower() in VIDEO_SUFFIXES else Inputs("image", text, [path])
-    files = [f for f in pattern_files(text) if not is_prompt_file(f)]
+    matched = pattern_files(text)
+    files = [f for f in matched if not is_prompt_file(f)]
+    if not files:
+        raise InputError(f"the pattern {text!r} matches prompt depth files only ({matched[0].name}, ...): each is read "
+                         "beside its image; give the images (e.g. 'photos/*.jpg')")
     return _sorted_out(files, text, pattern_root(text), f"the pattern {text!r} matches")
 
 

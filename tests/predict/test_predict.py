@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -511,6 +512,18 @@ def test_a_quoted_home_pattern_is_expanded_a_url_is_refused_and_a_pattern_in_the
     assert err.endswith("https://example.com/photo.jpg is a URL, and depthport reads local files: download it first "
                         "(curl -O URL)") and len(err.splitlines()) == 1
     assert not (tmp_path / "u.png").exists()
+
+def test_a_pattern_of_prompt_files_only_is_told_what_to_give(tmp_path):
+    """A pattern that matches prompt depth files only (read beside their images, never as images) said "no files
+    match the pattern ...; 1 file(s) match it in another letter case (a.prompt.png, ...)": the same file."""
+    photo(30, 40).save(tmp_path / "a.jpg")
+    Image.fromarray(np.full((24, 32), 1000, np.uint16)).save(tmp_path / "a.prompt.png")
+    with pytest.raises(InputError, match=re.escape(f"the pattern '{tmp_path}/*.prompt.png' matches prompt depth files "
+                                                   "only (a.prompt.png, ...): each is read beside its image; give the "
+                                                   "images (e.g. 'photos/*.jpg')")):
+        open_inputs(f"{tmp_path}/*.prompt.png")
+    assert open_inputs(f"{tmp_path}/a.*").names == ["a.jpg"]
+
 
 def test_bad_image_in_a_folder_is_skipped_and_counted(tiny_tflite, photos, tmp_path, capsys):
     (photos / "bad.jpg").write_text("not a picture")
