@@ -385,6 +385,33 @@ def test_the_pattern_a_folder_with_subfolders_is_told_to_take_reads_them(tmp_pat
         folder_set(f"{trip}/**/*.JPG")
 
 
+def test_a_folder_whose_subfolders_are_passed_over_is_told_how_to_read_them(tmp_path):
+    """--images DIR reads DIR's own images: export and verify say, before the work, which subfolders that passes over
+    and the pattern that reads them (they said nothing); nothing for a pattern, a folder without subfolders, or a
+    folder with no image of its own (its refusal says it)."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from depthport.cli.common import images_note
+
+    trip = tmp_path / "trip"
+    for name in ("top.jpg", "day1/a.jpg", "day2/b.jpg", "empty/sub/c.jpg"):
+        (trip / name).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (40, 30)).save(trip / name)
+
+    def said(images) -> str:
+        out = StringIO()
+        images_note(Console(file=out, width=400), str(images))
+        return out.getvalue().strip()
+
+    assert said(trip) == (f"--images {trip}: it holds 3 folder(s) (day1, day2, empty), not searched: for every image "
+                          f"under it give a quoted pattern, '{trip / '**' / '*'}'")
+    assert said(f"{trip}/**/*") == said(trip / "day1") == said(trip / "empty") == ""
+    assert [name for name, _ in folder_set(f"{trip}/**/*")] == ["day1/a.jpg", "day2/b.jpg", "empty/sub/c.jpg",
+                                                                 "top.jpg"]
+
+
 @pytest.mark.parametrize("mode", ["I", "F"])
 def test_unsupported_image_mode_is_a_clear_error(tmp_path, mode):
     Image.new(mode, (30, 20)).save(tmp_path / "x.tiff")

@@ -120,3 +120,20 @@ def export_size(args, default_hw: tuple[int, int]) -> tuple[int, int]:
     if args.long_side:
         return size_from_aspect(args.long_side, args.aspect or "4:3")
     return default_hw
+
+
+def images_note(err, images: str) -> None:
+    """The --images folder's subfolders, which its reading passes over, said before the work (``subfolders_note``);
+    nothing where the folder holds no image: its refusal names them."""
+    from rich.markup import escape
+
+    from ..core.images import image_files, subfolders_note
+    from ..core.patterns import local_path
+
+    if not (note := subfolders_note(images)):
+        return
+    try:
+        image_files(local_path(images))
+    except InputError:
+        return
+    err.print(f"[yellow]--images {escape(images)}: {escape(note)}[/]", soft_wrap=True)

@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .common import add_evidence_args, add_threads, console, export_size, status_console
+from .common import add_evidence_args, add_threads, console, export_size, images_note, status_console
 
 # export.targets.TARGETS' names, written out: importing it for the help would import torch for every command
 TARGET_NAMES = ("litert-fp32", "litert-fp16", "litert-int8", "litert-int8-weight", "xnnpack-fp32", "xnnpack-fp16",
@@ -147,6 +147,8 @@ def run(args) -> int:
     licence_notice(err, opts)
     if opts.stages.skips("verify"):
         err.print("[yellow]--skip verify: parity is not measured; every file is UNVERIFIED[/]")
+    elif args.images:
+        images_note(err, args.images)
     live = err.is_terminal and not args.quiet
     with terminate_as_interrupt(), native_stderr_muted(not args.verbose):
         try:

@@ -9,7 +9,8 @@ from pathlib import Path
 from ..core.schema import ArtifactJson, ReportJson
 from ..errors import InputError, MissingDependency
 from . import verify_web
-from .common import add_evidence_args, check_prompt_input, model_file_missing, thread_count
+from .common import (add_evidence_args, check_prompt_input, images_note, model_file_missing, status_console,
+                     thread_count)
 
 
 def add_parser(subparsers):
@@ -97,6 +98,8 @@ def run(args) -> int:
             raise model_file_missing(str(path))
     out = Path(args.out) if args.out else paths[0].parent / f"verify-{paths[0].stem}"
     require_verify_folder(out)
+    if args.images:
+        images_note(status_console(), args.images)
     info = sibling_report(paths[0])
     model_id = args.reference or info.model
     if not model_id:

@@ -80,12 +80,23 @@ def image_files(folder: str | Path) -> list[Path]:
     if not files:
         raws = sorted({p.suffix for p in listed if p.suffix.lower() in RAW_SUFFIXES and p.is_file()})
         raw = f"; its camera RAW files ({', '.join(raws)}) are not read: {RAW_ADVICE}" if raws else ""
-        subfolders = [p for p in listed if p.is_dir()]
-        sub = (f"; it holds {len(subfolders)} folder(s) ({', '.join(p.name for p in subfolders[:3])}"
-               f"{', ...' if len(subfolders) > 3 else ''}), not searched: for every image under it give a quoted "
-               f"pattern, '{folder / '**' / '*'}'" if subfolders else "")
-        raise InputError(f"no images in {folder} ({looked_for()}){raw}{sub}")
+        sub = subfolders_note(folder)
+        raise InputError(f"no images in {folder} ({looked_for()}){raw}{'; ' + sub if sub else ''}")
     return files
+
+
+def subfolders_note(folder: str | Path) -> str:
+    """'it holds 2 folder(s) (day1, day2), not searched: for every image under it give a quoted pattern,
+    'trip/**/*'' for a folder with subfolders (which a folder's reading passes over), else ''."""
+    folder = Path(local_path(str(folder)))
+    try:
+        subfolders = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:  # not a folder (a file, a pattern), or one that cannot be listed
+        return ""
+    if not subfolders:
+        return ""
+    return (f"it holds {len(subfolders)} folder(s) ({', '.join(subfolders[:3])}{', ...' if len(subfolders) > 3 else ''})"
+            f", not searched: for every image under it give a quoted pattern, '{folder / '**' / '*'}'")
 
 
 def set_files(source: str | Path) -> list[Path]:
