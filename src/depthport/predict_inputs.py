@@ -13,7 +13,7 @@ from typing import Iterator
 from PIL import Image
 
 from .core.images import image_files, image_suffixes
-from .core.patterns import has_pattern, local_path, pattern_files, pattern_root
+from .core.patterns import has_pattern, local_path, pattern_files, pattern_root, relative_name
 from .core.prompts import is_prompt_file
 from .errors import InputError
 from .preprocess import RAW_SUFFIXES, load_image
@@ -62,7 +62,7 @@ class Inputs:
         return self.relative(self.files)
 
     def relative(self, files: list[Path]) -> list[str]:
-        return [Path(os.path.relpath(file, self.root)).as_posix() for file in files]
+        return [relative_name(file, self.root) for file in files]
 
     def items(self) -> Iterator[Item]:
         """The items, read one at a time as the iteration reaches them."""

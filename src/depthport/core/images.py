@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +10,7 @@ from PIL import Image, ImageFile
 
 from ..errors import utf8_text
 from ..preprocess import RAW_ADVICE, RAW_SUFFIXES, InputError, load_image
-from .patterns import has_pattern, local_path, pattern_files, set_root
+from .patterns import has_pattern, local_path, pattern_files, relative_name, set_root
 from .prompts import is_prompt_file
 
 # Natural photographs whose files ship inside the scikit-image wheel (no download; checked offline with
@@ -123,7 +122,7 @@ def folder_set(path: str | Path) -> list[tuple[str, Image.Image]]:
     images, failed = [], []
     for p in files:
         try:
-            images.append((utf8_text(Path(os.path.relpath(p, root)).as_posix()), load_image(p)))
+            images.append((utf8_text(relative_name(p, root)), load_image(p)))
         except InputError as exc:
             failed.append((p, exc))
     if failed and not images:

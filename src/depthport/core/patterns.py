@@ -54,6 +54,11 @@ def _any_case(pattern: str) -> str:
     return str(Path(*parts[:first], *tail))
 
 
+def relative_name(path: Path, root: Path) -> str:
+    """``path``'s name under ``root`` with forward slashes (``day2/IMG_2.jpg``): how many inputs are named."""
+    return Path(os.path.relpath(path, root)).as_posix()
+
+
 def set_root(source: str | Path) -> Path:
     """The folder ``folder_set``'s names are relative to: the folder, a pattern's fixed part, a file's folder."""
     path = Path(source)
