@@ -4,6 +4,7 @@ verification with prompts, `predict --prompt`, and every bad prompt refused in o
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -476,11 +477,17 @@ def test_web_page_reads_prompt_files_as_depthport_does(web_exported, tmp_path):
 
 
 @pytest.mark.browser
-def test_verify_command_feeds_the_prompts_to_a_web_folder(web_exported, tmp_path):
-    out, report, _, photos = web_exported
+def test_verify_command_feeds_the_prompts_to_a_web_folder(web_exported, tmp_path, capfd):
+    """... and names the --images folder's subfolders it passes over, as for a model file."""
+    out, report, _, shared = web_exported
+    photos = tmp_path / "photos"
+    shutil.copytree(shared, photos)
+    (photos / "day2").mkdir()
     folder = out / {a["target"]: a for a in report["artifacts"]}["web-onnx"]["file"]
     assert main(["verify", str(folder), "--images", str(photos), "--backends", "wasm", "--fast-shaders",
                  "--out", str(tmp_path / "v")]) == 0
+    assert (f"--images {photos}: it holds 1 folder(s) (day2), not searched: for every image under it give a quoted "
+            f"pattern, '{photos / '**' / '*'}'") in capfd.readouterr().err
     verified = json.loads((tmp_path / "v" / "report.json").read_text())
     assert verified["verify"]["prompts"] == {"cat.png": "cat.prompt.png"}
     assert verified["prompt_shape"] == [1, 1, 192, 256]
