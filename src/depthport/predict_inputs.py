@@ -12,8 +12,8 @@ from typing import Iterator
 
 from PIL import Image
 
-from .core.images import image_files, image_suffixes
-from .core.patterns import has_pattern, local_path, pattern_files, pattern_root, relative_name
+from .core.images import image_files, named_like_image
+from .core.patterns import has_pattern, local_path, pattern_files, pattern_root, present, relative_name
 from .core.prompts import is_prompt_file
 from .errors import InputError
 from .preprocess import RAW_SUFFIXES, load_image
@@ -97,14 +97,14 @@ def open_inputs(source: str | Path) -> Inputs:
 def open_files(sources: list[str]) -> Inputs:
     """Several files named one by one (what the shell makes of an unquoted ``photos/*.jpg``), taken as a pattern's
     matches are, in the order given: images predicted, videos and other files passed over (or, with no image, the
-    videos); names relative to the files' common folder. A folder among them, a file that is not there, or a URL
-    is an InputError."""
+    videos); names relative to the files' common folder (a broken link among them is skipped as in a pattern). A
+    folder among them, a file that is not there, or a URL is an InputError."""
     paths, seen = [], set()
     for source in sources:
         path = Path(local_path(source))
         if path.is_dir():
             raise InputError(f"{path} is a folder, among {len(sources)} inputs: give one folder on its own, or files")
-        if not path.is_file():
+        if not present(path):
             raise InputError(f"input not found: {path}" if not path.exists() else f"input {path} is not a file")
         if path.resolve() not in seen:
             seen.add(path.resolve())
@@ -127,9 +127,8 @@ def _sorted_out(files: list[Path], source: str, root: Path, what: str, origin: s
 
 
 def _maybe_image(path: Path) -> bool:
-    """Named like an image (a format Pillow reads here, or camera RAW, which gets its advice), or with no suffix."""
-    suffix = path.suffix.lower()
-    return not suffix or suffix in image_suffixes() or suffix in RAW_SUFFIXES
+    """Named like an image (``named_like_image``, or camera RAW: each gets its advice), or with no suffix."""
+    return not path.suffix or named_like_image(path) or path.suffix.lower() in RAW_SUFFIXES
 
 
 def _open_folder(path: Path, text: str) -> Inputs:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import os
 import re
 from pathlib import Path
 
@@ -25,6 +26,11 @@ pi_heif.register_heif_opener(thumbnails=False, depth_images=False, aux_images=Fa
 RAW_SUFFIXES = (".dng", ".cr2", ".cr3", ".crw", ".nef", ".nrw", ".arw", ".srf", ".sr2", ".orf", ".rw2", ".raf",
                 ".pef", ".srw", ".x3f", ".3fr", ".iiq", ".rwl", ".erf", ".kdc", ".dcr", ".mrw", ".mos")
 RAW_ADVICE = "camera RAW is sensor data to be developed; export a JPEG or TIFF from the camera's app or a raw converter"
+# Image formats people have that Pillow does not decode, with what to do instead: JPEG XL's Pillow plugin is GPL-3.0
+# (depthport is Apache-2.0), and an SVG is a drawing, with no pixels until something renders it.
+_SVG = "an SVG drawing, which has no pixels until it is rendered: render it to PNG first"
+UNDECODED = {".jxl": "JPEG XL, which Pillow does not decode: convert it to PNG or JPEG first (djxl IMG.jxl IMG.png)",
+             ".svg": _SVG, ".svgz": _SVG}
 
 # Pillow warns above 89 megapixels and refuses above 179 (its guard against decompression bombs), and phones shoot
 # 200-megapixel photos (16320x12240): depthport reads up to MAX_PIXELS (268) and refuses a larger image in one line,
@@ -84,7 +90,8 @@ def load_image(path: str | Path) -> Image.Image:
     - Up to ``MAX_PIXELS`` (268 megapixels: a phone's 200-megapixel photo is read); a larger image is refused
       with a clear line from its header, before anything is decoded.
     - Camera RAW files (``RAW_SUFFIXES``) are refused with a clear line: a viewer develops them, Pillow would
-      give an embedded preview at best.
+      give an embedded preview at best; JPEG XL and SVG files (``UNDECODED``) that Pillow cannot open get a line
+      of their own saying what to do.
     - The EXIF 35 mm-equivalent focal length, where the file has one, is kept in ``info[FOCAL_KEY]`` (mm): the
       metres of models that need the focal length come from it when ``--focal`` is not given.
     - 32-bit integer (I) and float (F) images are refused with a clear line: viewers agree on no mapping of their
@@ -96,7 +103,7 @@ def load_image(path: str | Path) -> Image.Image:
     try:
         empty = path.stat().st_size == 0
     except FileNotFoundError:
-        raise InputError(f"image not found: {path}") from None
+        raise InputError(f"image not found: {path}{broken_link(path)}") from None
     except OSError as exc:
         raise InputError(f"cannot read image {path}: {exc.strerror or exc}") from None
     if empty:
@@ -126,10 +133,21 @@ def load_image(path: str | Path) -> Image.Image:
     except FileNotFoundError:
         raise InputError(f"image not found: {path}") from None
     except UnidentifiedImageError:
-        raise InputError(f"cannot read image {path}: not an image format Pillow can read") from None
+        reason = UNDECODED.get(path.suffix.lower(), "not an image format Pillow can read")
+        raise InputError(f"cannot read image {path}: {reason}") from None
     except Exception as exc:  # Pillow's decoders raise OSError, SyntaxError, ValueError, EOFError, struct.error...
         reason = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         raise InputError(f"cannot read image {path}: {reason}") from None
+
+
+def broken_link(path: Path) -> str:
+    """', a link to TARGET, which is not there' for a symbolic link whose target is missing (a folder of links into
+    a drive that is not mounted), else ''."""
+    if not path.is_symlink():
+        return ""
+    with contextlib.suppress(OSError):
+        return f", a link to {os.readlink(path)}, which is not there"
+    return ""
 
 
 @contextlib.contextmanager

@@ -638,6 +638,48 @@ def test_camera_raw_is_refused_with_what_to_do_and_passed_over_beside_its_jpeg(t
                                          r"it give a quoted pattern, '.*/\*\*/\*'"):
         folder_set(tmp_path)
 
+def test_jpeg_xl_svg_and_broken_links_are_skipped_with_what_to_do_not_passed_over(tiny_tflite, photos, tmp_path,
+                                                                                   capsys):
+    """JPEG XL and SVG, which Pillow does not decode, and links whose target is gone (a folder of links into a
+    drive that is not mounted) are named as what they are, alone, in a folder and in a pattern: they were passed
+    over in silence in a folder ('no images in' a folder of them), or 'not an image format Pillow can read'."""
+    (photos / "IMG_0003.jxl").write_bytes(b"\xff\x0a\xfa\x7f\x01\x10")  # a JPEG XL codestream's signature
+    (photos / "logo.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8"/>')
+    (photos / "IMG_0004.jpg").symlink_to(tmp_path / "unmounted" / "IMG_0004.jpg")
+    photo().save(tmp_path / "renamed.jxl", format="PNG")  # named .jxl, a PNG inside: read as what it holds
+    assert load_image(tmp_path / "renamed.jxl").size == (60, 40)
+    for name, reason in (("IMG_0003.jxl", "cannot read image {}: JPEG XL, which Pillow does not decode: convert it to "
+                                          "PNG or JPEG first (djxl IMG.jxl IMG.png)"),
+                         ("logo.svg", "cannot read image {}: an SVG drawing, which has no pixels until it is "
+                                      "rendered: render it to PNG first"),
+                         ("IMG_0004.jpg", f"image not found: {{}}, a link to {tmp_path / 'unmounted' / 'IMG_0004.jpg'}"
+                                          ", which is not there")):
+        with pytest.raises(InputError, match=re.escape(reason.format(photos / name))):
+            load_image(photos / name)
+    out, err = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out"])
+    assert "7 images, 3 skipped (IMG_0003.jxl, IMG_0004.jpg, logo.svg: reasons above)" in out
+    assert "skipped IMG_0003.jxl: cannot read image" in err and "skipped IMG_0004.jpg: image not found: " in err
+    out, _ = ok(capsys, ["predict", tiny_tflite, f"{photos}/*", "-o", tmp_path / "pattern"])
+    assert "7 images, 3 skipped (IMG_0003.jxl, IMG_0004.jpg, logo.svg: reasons above)" in out
+    assert "1 other file (.txt) matching the pattern passed over" in out  # notes.txt alone
+    out, _ = ok(capsys, ["predict", tiny_tflite, photos / "a.png", photos / "IMG_0004.jpg", "-o", tmp_path / "given"])
+    assert "2 images, 1 skipped (IMG_0004.jpg: image not found: " in out  # the shell's unquoted photos/*.jpg
+
+
+def test_a_pipe_is_refused_for_what_it_is(tiny_tflite, photos, tmp_path, capsys):
+    """'-' (standard input or output) is said to be what it is: it was 'image not found: -', and -o - got the
+    suffix advice with a folder named '-/'."""
+    for argv, message in ((["-"], "'-' (standard input) is not read: give the path of the image, folder or video"),
+                          ([str(photos / "a.png"), "-o", "-"], "-o -: depthport writes files, not standard output"),
+                          ([str(photos / "a.png"), "--npy", "-"], "--npy -: depthport writes files, not standard "
+                                                                  "output: give --npy a file name or a folder")):
+        capsys.readouterr()
+        assert main(["predict", str(tiny_tflite), *argv]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1
+    assert not Path("-").exists()
+
+
 # ------------------------------------------------------------------------------------------------ video
 def test_videos_in_a_folder_of_photos_are_passed_over_and_named(tiny_tflite, photos, tmp_path, capsys):
     """A phone's export: each Live Photo's .MOV beside its still. The stills are predicted, and the summary names

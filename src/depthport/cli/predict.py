@@ -61,6 +61,7 @@ def run(args) -> int:
     if models and Path(args.file).suffix not in SUFFIXES:
         raise InputError(f"{models[0]} is the model file and {args.file} is not: the model comes first, "
                          f"depthport predict {models[0]} {args.file}" + (" ..." if len(args.image) > 1 else ""))
+    _no_pipes(args)
     if not Path(args.file).exists():
         raise model_file_missing(args.file)
     options = dict(letterbox=args.letterbox, threads=args.threads, focal=args.focal, model_size=args.model_size,
@@ -87,6 +88,18 @@ def run(args) -> int:
         console(stderr=True).print("[bold red]RANDOM WEIGHTS: this file was exported from random weights; "
                                    "its depth means nothing[/]")
     return code
+
+
+def _no_pipes(args) -> None:
+    """'-' refused as what it is: depthport reads and writes files, not standard input and output (it was taken as
+    a file named '-')."""
+    if "-" in args.image:
+        raise InputError("'-' (standard input) is not read: give the path of the image, folder or video (save "
+                         "what you would pipe to a file first)")
+    for option, value in (("-o", args.output), ("--npy", args.npy)):
+        if value == "-":
+            raise InputError(f"{option} -: depthport writes files, not standard output: give {option} a file name "
+                             "or a folder")
 
 
 def into_folder(given: str | None, image: Path, suffix: str) -> Path | None:

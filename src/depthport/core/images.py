@@ -9,8 +9,8 @@ import numpy as np
 from PIL import Image, ImageFile
 
 from ..errors import utf8_text
-from ..preprocess import RAW_ADVICE, RAW_SUFFIXES, InputError, load_image
-from .patterns import has_pattern, local_path, pattern_files, relative_name, set_root
+from ..preprocess import RAW_ADVICE, RAW_SUFFIXES, UNDECODED, InputError, load_image
+from .patterns import has_pattern, local_path, pattern_files, present, relative_name, set_root
 from .prompts import is_prompt_file
 
 # Natural photographs whose files ship inside the scikit-image wheel (no download; checked offline with
@@ -39,6 +39,13 @@ def _is_stub(factory) -> bool:
     return isinstance(factory, type) and issubclass(factory, ImageFile.StubImageFile)
 
 
+def named_like_image(path: Path) -> bool:
+    """Named like an image that is tried: a format Pillow reads here, or one it does not decode that people have
+    (``UNDECODED``: JPEG XL, SVG), which is tried so that its line says what to do instead."""
+    suffix = path.suffix.lower()
+    return suffix in image_suffixes() or suffix in UNDECODED
+
+
 def looked_for() -> str:
     """The suffixes a folder was searched for, in a line: the common ones, then how many more."""
     suffixes = image_suffixes()
@@ -63,9 +70,9 @@ def builtin_set() -> list[tuple[str, Image.Image]]:
 
 
 def image_files(folder: str | Path) -> list[Path]:
-    """The files in ``folder`` named like an image (``image_suffixes``), sorted by name; hidden files (a dot first:
-    macOS's ``._IMG_0001.JPG`` metadata twins on copied cards and drives) are passed over, as a shell's ``*`` passes
-    them over, and so are camera RAW files (a camera writes a JPEG beside each). A folder that is missing, cannot be
+    """The files in ``folder`` named like an image (``named_like_image``; broken links too), sorted by name; hidden
+    files (a dot first: macOS's ``._IMG_0001.JPG`` metadata twins on copied cards and drives) are passed over, as a
+    shell's ``*`` passes them over, and so are camera RAW files (a camera writes a JPEG beside each). A folder that is missing, cannot be
     listed or holds no image is an InputError naming what was looked for (and the RAW files, if it holds those)."""
     folder = Path(folder)
     if not folder.is_dir():
@@ -74,8 +81,7 @@ def image_files(folder: str | Path) -> list[Path]:
         listed = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     except OSError as exc:
         raise InputError(f"cannot list the image folder {folder}: {exc.strerror or exc}") from None
-    suffixes = image_suffixes()
-    files = [p for p in listed if p.is_file() and p.suffix.lower() in suffixes and not is_prompt_file(p)]
+    files = [p for p in listed if named_like_image(p) and present(p) and not is_prompt_file(p)]
     if not files:
         raws = sorted({p.suffix for p in listed if p.suffix.lower() in RAW_SUFFIXES and p.is_file()})
         raw = f"; its camera RAW files ({', '.join(raws)}) are not read: {RAW_ADVICE}" if raws else ""
@@ -103,7 +109,7 @@ def set_files(source: str | Path) -> list[Path]:
     images, ``'photos/**/*'``: subfolders too; prompt files left out)."""
     if Path(source).exists() or not has_pattern(str(source)):
         return image_files(source)
-    files = [f for f in pattern_files(str(source)) if f.suffix.lower() in image_suffixes() and not is_prompt_file(f)]
+    files = [f for f in pattern_files(str(source)) if named_like_image(f) and not is_prompt_file(f)]
     if not files:
         raise InputError(f"the pattern {str(source)!r} matches no file named like an image ({looked_for()})")
     return files

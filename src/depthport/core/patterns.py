@@ -33,15 +33,21 @@ def pattern_root(pattern: str) -> Path:
 
 
 def pattern_files(pattern: str) -> list[Path]:
-    """Every file ``pattern`` matches (``**`` recursive), sorted by path; none is an InputError, which names the
-    files that match in another letter case (IMG_0001.JPG for ``*.jpg``)."""
-    files = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if Path(p).is_file())
+    """Every file ``pattern`` matches (``**`` recursive; broken links too, ``present``), sorted by path; none is an
+    InputError, which names the files that match in another letter case (IMG_0001.JPG for ``*.jpg``)."""
+    files = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if present(Path(p)))
     if not files:
         other = sorted(p for p in glob.glob(_any_case(pattern), recursive=True) if Path(p).is_file())
         hint = (f"; {len(other)} file(s) match it in another letter case ({Path(other[0]).name}, ...): a pattern "
                 "matches letters as written, as the shell's does" if other else "")
         raise InputError(f"no files match the pattern {pattern!r}{hint}")
     return files
+
+
+def present(path: Path) -> bool:
+    """A file, or a link to one that is not there: read, it says so (a folder of links into a drive that is not
+    mounted), where passed over it would vanish in silence."""
+    return path.is_file() or (path.is_symlink() and not path.exists())
 
 
 def _any_case(pattern: str) -> str:
