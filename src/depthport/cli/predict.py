@@ -146,9 +146,7 @@ def _one(args, image: Path, out: Path, options: dict) -> int:
 def _many(args, inputs, out: Path, options: dict) -> int:
     """A folder, pattern or video: outputs checked first, the model loaded once, a bar, one summary line; on
     Ctrl-C, exit status 130 and a line saying what was kept."""
-    from ..predict import Predictor
     from ..predict_many import Tally, image_outputs, predict_images, predict_video, video_outputs
-    from ..quiet import native_stderr_muted
 
     model, video = Path(args.file), inputs.kind == "video"
     if video:
@@ -162,25 +160,20 @@ def _many(args, inputs, out: Path, options: dict) -> int:
         tally, run_many = Tally("images"), predict_images
         wrote = f"wrote {out}" + (f" and {npy}" if npy not in (None, out) else "")
     status = status_console()
+
+    def work(predictor) -> None:
+        with item_progress(status, tally.noun, inputs.total if video else len(inputs.files)) as advance:
+            run_many(predictor, inputs, paths, tally,
+                     lambda item, ok: advance(item.name, None if ok else tally.skipped[-1][1]))
+
     try:
-        with native_stderr_muted(not args.verbose):
-            predictor = Predictor(model, images=inputs.source, prompts_beside=not video,
-                                  prompt_frames=args.prompt if video else None, exif_focal=not video, **options)
-            try:
-                with item_progress(status, tally.noun, inputs.total if video else len(inputs.files)) as advance:
-                    run_many(predictor, inputs, paths, tally,
-                             lambda item, ok: advance(item.name, None if ok else tally.skipped[-1][1]))
-            except InputError as exc:  # raised without the frames below, which hold the predictor
-                raise exc.with_traceback(None) from None
-            finally:
-                del predictor  # the runtime's teardown messages muted too, also when no input could be processed
+        _with_predictor(args, work, images=inputs.source, prompts_beside=not video,
+                        prompt_frames=args.prompt if video else None, exif_focal=not video, **options)
     except KeyboardInterrupt:
-        kept = ("nothing was written (the depth video, its stack and timestamps are renamed into place only at "
-                "the end)" if video else
-                f"the {tally.done} finished images' outputs in {out} are whole; the one in progress was not written")
-        console(stderr=True).print(f"depthport predict: interrupted after {tally.line()}: {kept}", markup=False,
-                                   highlight=False, soft_wrap=True)
-        return 130
+        return _interrupted(tally, "nothing was written (the depth video, its stack and timestamps are renamed into "
+                                   "place only at the end)" if video else
+                            f"the {tally.done} finished images' outputs in {out} are whole; the one in progress was "
+                            "not written")
     console().print(f"{tally.line()}; {wrote}", markup=False, highlight=False, soft_wrap=True)
     return 0
 
@@ -191,41 +184,59 @@ def _videos(args, inputs, out: Path, options: dict) -> int:
     Ctrl-C, exit status 130: the finished videos' outputs are whole, the one in progress left nothing."""
     from rich.markup import escape
 
-    from ..predict import Predictor
     from ..predict_inputs import Item, open_video, passed_over
     from ..predict_many import Tally, predict_video, videos_outputs
-    from ..quiet import native_stderr_muted
 
-    model = Path(args.file)
-    plans = videos_outputs(inputs, out, Path(args.npy) if args.npy else None, model)
+    plans = videos_outputs(inputs, out, Path(args.npy) if args.npy else None, Path(args.file))
     status, tally = status_console(), Tally("videos", frames=0)
     tally.notes.append(passed_over(inputs))
-    try:
-        with native_stderr_muted(not args.verbose):
-            predictor = Predictor(model, images=inputs.source, prompts_beside=False, exif_focal=False, **options)
+
+    def work(predictor) -> None:
+        for name, file, paths in zip(inputs.names, inputs.files, plans):
+            frames = Tally("frames")
             try:
-                for name, file, paths in zip(inputs.names, inputs.files, plans):
-                    frames = Tally("frames")
-                    try:
-                        video = open_video(file)
-                        with item_progress(status, name, video.total) as advance:
-                            predict_video(predictor, video, paths, frames,
-                                          lambda item, ok: advance(item.name, None if ok else frames.skipped[-1][1]))
-                    except InputError as exc:
-                        tally.skip(Item(name, None), str(exc))
-                        status.print(f"[yellow]skipped[/] {escape(name)}: {escape(str(exc))}", soft_wrap=True)
-                        continue
-                    tally.done, tally.frames = tally.done + 1, tally.frames + frames.done
-                    console().print(f"{name}: {frames.line()}; wrote {paths[0]}, {paths[1]} and {paths[2]}",
-                                    markup=False, highlight=False, soft_wrap=True)
-            finally:
-                del predictor
+                video = open_video(file)
+                with item_progress(status, name, video.total) as advance:
+                    predict_video(predictor, video, paths, frames,
+                                  lambda item, ok: advance(item.name, None if ok else frames.skipped[-1][1]))
+            except InputError as exc:
+                tally.skip(Item(name, None), str(exc))
+                status.print(f"[yellow]skipped[/] {escape(name)}: {escape(str(exc))}", soft_wrap=True)
+                continue
+            tally.done, tally.frames = tally.done + 1, tally.frames + frames.done
+            console().print(f"{name}: {frames.line()}; wrote {paths[0]}, {paths[1]} and {paths[2]}",
+                            markup=False, highlight=False, soft_wrap=True)
+
+    try:
+        _with_predictor(args, work, images=inputs.source, prompts_beside=False, exif_focal=False, **options)
     except KeyboardInterrupt:
         whose = "video's" if tally.done == 1 else "videos'"
-        console(stderr=True).print(
-            f"depthport predict: interrupted after {tally.line()}: the {tally.done} finished {whose} outputs in {out} "
-            "are whole; the one in progress left nothing", markup=False, highlight=False, soft_wrap=True)
-        return 130
+        return _interrupted(tally, f"the {tally.done} finished {whose} outputs in {out} are whole; the one in "
+                                   "progress left nothing")
     tally.check_any()
     console().print(f"{tally.line()}; wrote {out}", markup=False, highlight=False, soft_wrap=True)
     return 0
+
+
+def _with_predictor(args, work, **kwargs) -> None:
+    """``work(predictor)`` with args.file loaded once (``Predictor(**kwargs)``) and the runtime's native messages
+    muted (unless -v) until it is torn down, also when no input could be processed. An InputError is raised without
+    the frames that hold the predictor."""
+    from ..predict import Predictor
+    from ..quiet import native_stderr_muted
+
+    with native_stderr_muted(not args.verbose):
+        predictor = Predictor(Path(args.file), **kwargs)
+        try:
+            work(predictor)
+        except InputError as exc:
+            raise exc.with_traceback(None) from None
+        finally:
+            del predictor
+
+
+def _interrupted(tally, kept: str) -> int:
+    """Ctrl-C: what was done and what was kept, in one line; exit status 130."""
+    console(stderr=True).print(f"depthport predict: interrupted after {tally.line()}: {kept}", markup=False,
+                               highlight=False, soft_wrap=True)
+    return 130
