@@ -12,7 +12,8 @@ from typing import Iterator
 
 from PIL import Image
 
-from .core.images import image_files, named_like_image
+from .core.formatting import listed
+from .core.images import image_files, named_like_image, subfolders_advice
 from .core.patterns import has_pattern, local_path, pattern_files, pattern_root, present, relative_name
 from .core.prompts import is_prompt_file
 from .errors import InputError
@@ -150,12 +151,6 @@ def _open_folder(path: Path, text: str) -> Inputs:
     return Inputs("images", text, files, root=path, videos=videos, folders=folders, origin="folder")
 
 
-def listed(noun: str, names: list[str]) -> str:
-    """'2 videos (IMG_0001.MOV, IMG_0002.MOV)': how many, the first three named."""
-    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-    return f"{len(names)} {noun}{'s' * (len(names) != 1)} ({shown})"
-
-
 def _videos(names: list[str]) -> str:
     return listed("video", names)
 
@@ -183,8 +178,7 @@ def passed_over(inputs: Inputs) -> str:
         notes.append(f"{_others(inputs.others)} {where} passed over, not named like "
                      f"{'videos' if inputs.kind == 'videos' else 'images'}")
     if inputs.folders:
-        notes.append(f"{listed('folder', inputs.folders)} in the folder not searched: for every image under it give "
-                     f"a quoted pattern, '{Path(inputs.source) / '**' / '*'}'")
+        notes.append(subfolders_advice(Path(inputs.source), inputs.folders))
     return "; ".join(notes)
 
 

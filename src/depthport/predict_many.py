@@ -35,7 +35,8 @@ from .focal import photos_note
 from .outdir import check_output_file, claim_output_files
 from .predict import Predictor, write_depth
 from .preprocess import FRAMES_KEY, STRETCH_NOTED, stretch_note
-from .predict_inputs import Inputs, Item, animations_note, listed, passed_over
+from .core.formatting import listed
+from .predict_inputs import Inputs, Item, animations_note, passed_over
 from .visualize import not_finite
 
 VIDEO_FORMATS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska"}

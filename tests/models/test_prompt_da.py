@@ -486,7 +486,7 @@ def test_verify_command_feeds_the_prompts_to_a_web_folder(web_exported, tmp_path
     folder = out / {a["target"]: a for a in report["artifacts"]}["web-onnx"]["file"]
     assert main(["verify", str(folder), "--images", str(photos), "--backends", "wasm", "--fast-shaders",
                  "--out", str(tmp_path / "v")]) == 0
-    assert (f"--images {photos}: it holds 1 folder(s) (day2), not searched: for every image under it give a quoted "
+    assert (f"--images {photos}: 1 folder (day2) in the folder not searched: for every image under it give a quoted "
             f"pattern, '{photos / '**' / '*'}'") in capfd.readouterr().err
     verified = json.loads((tmp_path / "v" / "report.json").read_text())
     assert verified["verify"]["prompts"] == {"cat.png": "cat.prompt.png"}

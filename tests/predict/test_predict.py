@@ -634,7 +634,7 @@ def test_camera_raw_is_refused_with_what_to_do_and_passed_over_beside_its_jpeg(t
     with pytest.raises(InputError, match=r"no images in .*; its camera RAW files \(\.CR2, \.dng\) are not read"):
         folder_set(tmp_path)
     (tmp_path / "100APPLE").mkdir()  # a phone's DCIM: the photos are a folder down
-    with pytest.raises(InputError, match=r"it holds 1 folder\(s\) \(100APPLE\), not searched: for every image under "
+    with pytest.raises(InputError, match=r"; 1 folder \(100APPLE\) in the folder not searched: for every image under "
                                          r"it give a quoted pattern, '.*/\*\*/\*'"):
         folder_set(tmp_path)
 

@@ -405,7 +405,7 @@ def test_a_folder_whose_subfolders_are_passed_over_is_told_how_to_read_them(tmp_
         images_note(Console(file=out, width=400), str(images))
         return out.getvalue().strip()
 
-    assert said(trip) == (f"--images {trip}: it holds 3 folder(s) (day1, day2, empty), not searched: for every image "
+    assert said(trip) == (f"--images {trip}: 3 folders (day1, day2, empty) in the folder not searched: for every image "
                           f"under it give a quoted pattern, '{trip / '**' / '*'}'")
     assert said(f"{trip}/**/*") == said(trip / "day1") == said(trip / "empty") == ""
     assert [name for name, _ in folder_set(f"{trip}/**/*")] == ["day1/a.jpg", "day2/b.jpg", "empty/sub/c.jpg",

@@ -1,4 +1,4 @@
-"""The one way figures are written as text: in tables, cards, reports and the console."""
+"""The one way figures and lists of names are written as text: in tables, cards, reports and the console."""
 
 from __future__ import annotations
 
@@ -13,3 +13,9 @@ def fmt(value, spec: str = ".4g", missing: str | None = "-") -> str | None:
     if isinstance(value, (int, float)):
         return format(value, spec)
     return str(value)
+
+
+def listed(noun: str, names: list[str]) -> str:
+    """'2 videos (IMG_0001.MOV, IMG_0002.MOV)': how many, the first three named."""
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    return f"{len(names)} {noun}{'s' * (len(names) != 1)} ({shown})"

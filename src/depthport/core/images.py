@@ -10,6 +10,7 @@ from PIL import Image, ImageFile
 
 from ..errors import utf8_text
 from ..preprocess import RAW_ADVICE, RAW_SUFFIXES, UNDECODED, InputError, load_image
+from .formatting import listed
 from .patterns import has_pattern, local_path, pattern_files, present, relative_name, set_root
 from .prompts import is_prompt_file
 
@@ -91,17 +92,20 @@ def image_files(folder: str | Path) -> list[Path]:
 
 
 def subfolders_note(folder: str | Path) -> str:
-    """'it holds 2 folder(s) (day1, day2), not searched: for every image under it give a quoted pattern,
-    'trip/**/*'' for a folder with subfolders (which a folder's reading passes over), else ''."""
+    """``subfolders_advice`` for a folder with subfolders (which a folder's reading passes over), else ''."""
     folder = Path(local_path(str(folder)))
     try:
         subfolders = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     except OSError:  # not a folder (a file, a pattern), or one that cannot be listed
         return ""
-    if not subfolders:
-        return ""
-    return (f"it holds {len(subfolders)} folder(s) ({', '.join(subfolders[:3])}{', ...' if len(subfolders) > 3 else ''})"
-            f", not searched: for every image under it give a quoted pattern, '{folder / '**' / '*'}'")
+    return subfolders_advice(folder, subfolders) if subfolders else ""
+
+
+def subfolders_advice(folder: Path, subfolders: list[str]) -> str:
+    """'2 folders (day1, day2) in the folder not searched: for every image under it give a quoted pattern,
+    'trip/**/*''."""
+    return (f"{listed('folder', subfolders)} in the folder not searched: for every image under it give a quoted "
+            f"pattern, '{folder / '**' / '*'}'")
 
 
 def set_files(source: str | Path) -> list[Path]:
