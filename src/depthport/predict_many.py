@@ -30,12 +30,12 @@ from typing import Callable
 import numpy as np
 
 from .atomic import atomic_paths
+from .core.formatting import listed
 from .errors import InputError
 from .focal import photos_note
-from .outdir import check_output_file, claim_output_files
+from .outdir import WrongSuffix, check_output_file, claim_output_files
 from .predict import Predictor, write_depth
 from .preprocess import FRAMES_KEY, STRETCH_NOTED, stretch_note
-from .core.formatting import listed
 from .predict_inputs import Inputs, Item, animations_note, passed_over
 from .visualize import not_finite
 
@@ -140,10 +140,10 @@ def video_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path, prom
                   ) -> tuple[Path, Path, Path]:
     """(depth video, stack .npy, timestamps .json), checked before any work; the stack defaults to the video's
     name with .npy, the timestamps to the stack's with .timestamps.json. None of them may overwrite the video, the
-    model file or the ``prompt`` stack."""
+    model file or the ``prompt`` stack; a video or stack named without its suffix is a ``WrongSuffix``."""
     if out.suffix.lower() not in VIDEO_FORMATS:
-        raise InputError(f"-o {out}: a depth video is written as {', '.join(VIDEO_FORMATS)}; give -o NAME.mp4, or "
-                         f"a folder to put {inputs.files[0].stem}.mp4 in ({out.with_suffix('')}/)")
+        raise WrongSuffix(f"-o {out}: a depth video is written as {', '.join(VIDEO_FORMATS)}; give -o NAME.mp4", "-o",
+                          out, ".mp4")
     named = "--npy" if npy is not None else "the depth stack (beside -o; --npy names it)"
     npy = npy if npy is not None else out.with_suffix(".npy")
     paths = (out, npy, npy.with_suffix(".timestamps.json"))

@@ -816,7 +816,8 @@ def test_video_gives_a_depth_video_a_stack_and_timestamps(tiny_tflite, tmp_path,
 
 def test_a_video_into_a_folder_takes_the_videos_name(tiny_tflite, tmp_path, capsys):
     """-o or --npy naming a folder (one that exists, or a path ending in '/') puts NAME.mp4, or NAME.npy and its
-    timestamps, in it, as for one image; a name that is neither a video file nor a folder says both ways."""
+    timestamps, in it, as for one image; a name that is neither a video (or .npy) file nor a folder says both ways
+    (--npy said the file form only)."""
     make_video(tmp_path / "IMG_0002.MOV", 3)
     out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "IMG_0002.MOV", "-o", f"{tmp_path / 'new'}/"])
     assert out.startswith(f"3 frames, 0 skipped, ") and out.rstrip().endswith(
@@ -830,6 +831,8 @@ def test_a_video_into_a_folder_takes_the_videos_name(tiny_tflite, tmp_path, caps
         assert len(list(container.decode(video=0))) == 3
     assert main(["predict", str(tiny_tflite), str(tmp_path / "IMG_0002.MOV"), "-o", str(tmp_path / "depth")]) == 2
     assert f"give -o NAME.mp4, or a folder to put IMG_0002.mp4 in ({tmp_path / 'depth'}/)" in capsys.readouterr().err
+    assert main(["predict", str(tiny_tflite), str(tmp_path / "IMG_0002.MOV"), "--npy", str(tmp_path / "stack")]) == 2
+    assert f"give --npy NAME.npy, or a folder to put IMG_0002.npy in ({tmp_path / 'stack'}/)" in capsys.readouterr().err
 
 def test_camcorder_and_old_phone_videos_are_read_as_videos(tiny_tflite, tmp_path, capsys):
     """A camcorder's AVCHD .MTS (H.264 in MPEG-TS) and an old phone's .3gp (MPEG-4 Part 2) are videos, given alone or

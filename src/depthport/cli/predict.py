@@ -3,6 +3,7 @@ folder or pattern of videos, and write colourised depth (PNGs, or depth videos) 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -111,9 +112,21 @@ def into_folder(given: str | None, image: Path, suffix: str) -> Path | None:
     return None
 
 
+@contextlib.contextmanager
+def _or_folder(source: Path):
+    """An output named neither with its file's suffix nor as a folder (``outdir.WrongSuffix``) is told both ways
+    ('give -o NAME.png, or a folder to put IMG_0001.png in (depth/)'): -o and --npy take a folder (``into_folder``)."""
+    from ..outdir import WrongSuffix
+
+    try:
+        yield
+    except WrongSuffix as exc:
+        raise InputError(f"{exc}, or a folder to put {source.stem}{exc.suffix} in ({exc.path.with_suffix('')}/)"
+                         ) from None
+
+
 def _one(args, image: Path, out: Path, options: dict) -> int:
     from ..focal import photo_note
-    from ..outdir import WrongSuffix
     from ..predict import output_units, predict
     from ..quiet import native_stderr_muted
     from ..visualize import not_finite
@@ -121,16 +134,12 @@ def _one(args, image: Path, out: Path, options: dict) -> int:
     out = into_folder(args.output, image, ".png") or out
     npy = out.with_suffix(".npy") if args.npy == "" else into_folder(args.npy, image, ".npy") or args.npy
     notes = []  # an animation's frame count; the focal length the metres took from the photo's EXIF, if they did
-    with native_stderr_muted(not args.verbose):
-        try:
-            depth = predict(args.file, image, out, npy, prompt=args.prompt,
-                            on_focal=lambda f35, size: notes.append(f"; {photo_note(f35, size)}"),
-                            on_frames=lambda n: notes.append(f"; the depth of the first of its {n} frames (an "
-                                                             "animated image)"),
-                            on_stretch=lambda note: notes.append(f"; {note}"), **options)
-        except WrongSuffix as exc:  # a name that is neither the file's suffix nor a folder: both ways, as for a video
-            raise InputError(f"{exc}, or a folder to put {image.stem}{exc.suffix} in "
-                             f"({exc.path.with_suffix('')}/)") from None
+    with native_stderr_muted(not args.verbose), _or_folder(image):
+        depth = predict(args.file, image, out, npy, prompt=args.prompt,
+                        on_focal=lambda f35, size: notes.append(f"; {photo_note(f35, size)}"),
+                        on_frames=lambda n: notes.append(f"; the depth of the first of its {n} frames (an "
+                                                         "animated image)"),
+                        on_stretch=lambda note: notes.append(f"; {note}"), **options)
     units = output_units(Path(args.file))
     unit = " m" if units and units.metric else ""
     bad = not_finite(depth)
@@ -152,7 +161,8 @@ def _many(args, inputs, out: Path, options: dict) -> int:
     if video:
         out = into_folder(args.output, inputs.files[0], ".mp4") or out
         npy = into_folder(args.npy, inputs.files[0], ".npy") or (Path(args.npy) if args.npy else None)
-        paths = video_outputs(inputs, out, npy, model, Path(args.prompt) if args.prompt else None)
+        with _or_folder(inputs.files[0]):
+            paths = video_outputs(inputs, out, npy, model, Path(args.prompt) if args.prompt else None)
         tally, wrote, run_many = Tally("frames"), f"wrote {paths[0]}, {paths[1]} and {paths[2]}", predict_video
     else:
         npy = None if args.npy is None else Path(args.npy) if args.npy else out
