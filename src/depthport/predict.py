@@ -122,6 +122,33 @@ def photo_size(depth: np.ndarray, image_hw: tuple[int, int], letterbox: bool = F
     return torch.nn.functional.interpolate(x, size=tuple(image_hw), mode="bicubic", align_corners=False)[0, 0].numpy()
 
 
+class NotADepthMap(InputError):
+    """The file's output is not one map: the file is no depth model (a classifier's logits, several channels).
+    Fatal for a folder or a video, where an unreadable image is only skipped."""
+
+
+def depth_map(out: np.ndarray, name: str) -> np.ndarray:
+    """The file's output as one (h, w) map: (1, 1, h, w), (1, h, w), (1, h, w, 1) or (h, w), at the input's size or
+    another (a model that predicts at half resolution: ``photo_size`` resizes it like any other); anything else is a
+    ``NotADepthMap``."""
+    out = np.asarray(out)
+    squeezed = out.reshape([d for d in out.shape if d != 1])
+    if squeezed.ndim != 2:
+        raise NotADepthMap(f"{name} gives no depth map: its output is {list(out.shape)}, where a depth model gives "
+                           "one map, (1, H, W) or (1, 1, H, W)")
+    return squeezed
+
+
+def image_layout(shape: tuple[int, ...], name: str) -> tuple[tuple[int, int], bool]:
+    """((H, W), channels last) of a file's image input: NCHW (1, 3, H, W), as depthport exports, or NHWC
+    (1, H, W, 3), as TensorFlow-made files such as MiDaS's .tflite take it; anything else is an InputError."""
+    if len(shape) == 4 and shape[1] == 3:
+        return (int(shape[2]), int(shape[3])), False
+    if len(shape) == 4 and shape[3] == 3:
+        return (int(shape[1]), int(shape[2])), True
+    raise InputError(f"{name} does not take an image (input {list(shape)}: an image is (1, 3, H, W) or (1, H, W, 3))")
+
+
 class Predictor:
     """An exported file loaded once, for any number of images (see ``predict`` for the options)."""
 
@@ -136,9 +163,7 @@ class Predictor:
         self.exif_focals: list[float] = []  # the 35 mm-equivalent focal lengths (mm) read from photos, in order
         self.runner = load_runner(self.model_path, threads=threads, accelerator=accelerator,
                                   gpu_precision=gpu_precision)
-        if len(self.runner.input_shape) != 4 or self.runner.input_shape[1] != 3:
-            raise InputError(f"{self.model_path.name} does not take an image (input {list(self.runner.input_shape)})")
-        self.hw = tuple(self.runner.input_shape[2:])
+        self.hw, self.channels_last = image_layout(tuple(self.runner.input_shape), self.model_path.name)
         wants = tuple(getattr(self.runner, "extra_shapes", ()))
         self.prompt_hw = tuple(wants[0][2:]) if wants else None
         if (prompt is not None or prompt_frames is not None) and not wants:
@@ -205,7 +230,9 @@ class Predictor:
         if focal is None and (focal := photo_focal(self.units, image, self.model_path)) is not None:
             self.exif_focals.append(image.info[FOCAL_KEY])
         x = model_input(image, self.model_path, self.hw, self.letterbox)
-        raw = np.asarray(self.runner.run(x, *(self.extra if extra is None else extra))).reshape(self.hw)
+        if self.channels_last:
+            x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        raw = depth_map(self.runner.run(x, *(self.extra if extra is None else extra)), self.model_path.name)
         depth = to_metres(raw, self.units, focal, image.size, self.letterbox)
         return depth if self.model_size else photo_size(depth, (image.height, image.width), self.letterbox)
 

@@ -34,7 +34,7 @@ from .core.formatting import listed
 from .errors import InputError
 from .focal import photos_note
 from .outdir import WrongSuffix, check_output_file, claim_output_files
-from .predict import Predictor, write_depth
+from .predict import NotADepthMap, Predictor, write_depth
 from .preprocess import FRAMES_KEY, STRETCH_NOTED, stretch_note
 from .predict_inputs import Inputs, Item, animations_note, passed_over
 from .visualize import not_finite
@@ -163,6 +163,8 @@ def _depth(predictor: Predictor, item: Item, tally: Tally, shape: tuple[int, ...
             extra = (predictor.prompt_beside(item.path) if predictor.prompts_beside and item.path else
                      predictor.prompt_frame(item.index) if predictor.prompt_frames is not None else None)
             depth = predictor.depth(item.image, extra)
+        except NotADepthMap:  # the file, not this input: every input would be skipped for it
+            raise
         except InputError as exc:
             error = str(exc)
     if depth is not None and shape is not None and depth.shape != shape:

@@ -453,6 +453,58 @@ def test_canonical_metres_take_each_photos_focal_length_from_its_exif(tiny_tflit
     assert "pass --focal PX, the focal length in pixels of clip.mp4" in capsys.readouterr().err
 
 
+class _Classifier(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.fc = torch.nn.Conv2d(3, 8, 3, 2), torch.nn.Linear(8, 10)
+
+    def forward(self, x):
+        return self.fc(self.conv(x).mean((2, 3)))
+
+
+class _ChannelsLast(torch.nn.Module):
+    """(1, H, W, 3) -> (1, H, W), as TensorFlow-made depth files (MiDaS's .tflite) take and give it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 1, 3, 1, 1)
+
+    def forward(self, x):
+        return self.conv(x.permute(0, 3, 1, 2))[:, 0]
+
+
+def test_files_made_elsewhere_channels_last_or_at_half_size_predict_and_a_classifier_is_refused(tmp_path, capsys):
+    """A file without depthport's report: an NHWC image input (it was 'does not take an image') and a depth map
+    at half the input's size (a traceback: 'cannot reshape array of size 1536 into shape (32,48)') give depth at the
+    photo's size; a classifier's logits are one line, also for a folder, which leaves nothing written."""
+    from conversion_memo import convert_toy
+
+    from depthport.predict import model_input, photo_size
+
+    torch.manual_seed(0)
+    half, nhwc = torch.nn.Conv2d(3, 1, 3, 2, 1).eval(), _ChannelsLast().eval()
+    files = {name: convert_toy(module, torch.rand(*shape), tmp_path / f"{name}.tflite") for name, module, shape in (
+        ("half", half, (1, 3, 32, 48)), ("nhwc", nhwc, (1, 32, 48, 3)), ("classifier", _Classifier(), (1, 3, 32, 32)))}
+    image = photo(45, 70)
+    x = torch.from_numpy(model_input(image, files["nhwc"], (32, 48)))
+    with torch.no_grad():
+        want = {"nhwc": nhwc(x.permute(0, 2, 3, 1))[0].numpy(), "half": half(x)[0, 0].numpy()}
+    for name in ("nhwc", "half"):
+        assert Predictor(files[name], model_size=True).depth(image).shape == want[name].shape
+        got = Predictor(files[name]).depth(image)
+        assert got.shape == (45, 70)
+        np.testing.assert_allclose(got, photo_size(want[name], (45, 70)), atol=1e-5)
+    (tmp_path / "photos").mkdir()
+    image.save(tmp_path / "photos" / "a.png")
+    for source in (tmp_path / "photos" / "a.png", tmp_path / "photos"):
+        capsys.readouterr()
+        assert main(["predict", str(files["classifier"]), str(source), "-o", f"{tmp_path / 'out'}/"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == ("depthport predict: error: classifier.tflite gives no depth map: its output is [1, 10], where a "
+                       "depth model gives one map, (1, H, W) or (1, 1, H, W)")
+        assert not (tmp_path / "out").exists()
+
+
 # ------------------------------------------------------------------------------------------------ many images
 @pytest.fixture
 def photos(tmp_path) -> Path:
