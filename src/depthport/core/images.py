@@ -73,18 +73,19 @@ def builtin_set() -> list[tuple[str, Image.Image]]:
 def image_files(folder: str | Path) -> list[Path]:
     """The files in ``folder`` named like an image (``named_like_image``; broken links too), sorted by name; hidden
     files (a dot first: macOS's ``._IMG_0001.JPG`` metadata twins on copied cards and drives) are passed over, as a
-    shell's ``*`` passes them over, and so are camera RAW files (a camera writes a JPEG beside each). A folder that is missing, cannot be
-    listed or holds no image is an InputError naming what was looked for (and the RAW files, if it holds those)."""
+    shell's ``*`` passes them over, and so are camera RAW files (a camera writes a JPEG beside each). A folder that
+    is missing, cannot be listed or holds no image is an InputError naming what was looked for (and the RAW files,
+    if it holds those)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"image folder not found: {folder}")
     try:
-        listed = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+        entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     except OSError as exc:
         raise InputError(f"cannot list the image folder {folder}: {exc.strerror or exc}") from None
-    files = [p for p in listed if named_like_image(p) and present(p) and not is_prompt_file(p)]
+    files = [p for p in entries if named_like_image(p) and present(p) and not is_prompt_file(p)]
     if not files:
-        raws = sorted({p.suffix for p in listed if p.suffix.lower() in RAW_SUFFIXES and p.is_file()})
+        raws = sorted({p.suffix for p in entries if p.suffix.lower() in RAW_SUFFIXES and p.is_file()})
         raw = f"; its camera RAW files ({', '.join(raws)}) are not read: {RAW_ADVICE}" if raws else ""
         sub = subfolders_note(folder)
         raise InputError(f"no images in {folder} ({looked_for()}){raw}{'; ' + sub if sub else ''}")
