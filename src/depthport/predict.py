@@ -164,6 +164,7 @@ class Predictor:
         self.runner = load_runner(self.model_path, threads=threads, accelerator=accelerator,
                                   gpu_precision=gpu_precision)
         self.hw, self.channels_last = image_layout(tuple(self.runner.input_shape), self.model_path.name)
+        self.exported = bool(export_report(self.model_path).model)  # depthport's export, its report beside it
         wants = tuple(getattr(self.runner, "extra_shapes", ()))
         self.prompt_hw = tuple(wants[0][2:]) if wants else None
         if (prompt is not None or prompt_frames is not None) and not wants:
@@ -292,8 +293,9 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
             on_focal(image.info[FOCAL_KEY], image.size)
     predictor = Predictor(model_path, letterbox, threads, accelerator, gpu_precision, focal, model_size, image_path,
                           prompt)
-    if on_stretch and not letterbox and (note := stretch_note(image.size, predictor.hw, "the photo")):
-        on_stretch(note)
+    stretched = not letterbox and stretch_note(image.size, predictor.hw, "the photo", exported=predictor.exported)
+    if on_stretch and stretched:
+        on_stretch(stretched)
     depth = predictor.depth(image)
     write_depth(depth, predictor.picture(depth), out_png, out_npy)
     return depth

@@ -181,12 +181,12 @@ def _depth(predictor: Predictor, item: Item, tally: Tally, shape: tuple[int, ...
     return depth
 
 
-def stretched_note(tally: Tally, hw: tuple[int, int]) -> str:
+def stretched_note(tally: Tally, predictor: Predictor) -> str:
     """The summary's note on the inputs the file's input stretched: the images named, or a video's frames."""
     if not tally.stretched:
         return ""
     what = "its frames" if tally.noun == "frames" else listed(tally.noun[:-1], tally.stretched)
-    return stretch_note(tally.most[1], hw, what, up_to=tally.noun != "frames")
+    return stretch_note(tally.most[1], predictor.hw, what, up_to=tally.noun != "frames", exported=predictor.exported)
 
 
 def predict_images(predictor: Predictor, inputs: Inputs, outputs: list[tuple[Path, Path | None]], tally: Tally,
@@ -204,7 +204,7 @@ def predict_images(predictor: Predictor, inputs: Inputs, outputs: list[tuple[Pat
                 animated.append(item.name)
         if on_item:
             on_item(item, depth is not None)
-    tally.notes += [animations_note(animated), photos_note(predictor.exif_focals), stretched_note(tally, predictor.hw)]
+    tally.notes += [animations_note(animated), photos_note(predictor.exif_focals), stretched_note(tally, predictor)]
     tally.check_any()
 
 
@@ -233,7 +233,7 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
             tally.check_any()
             stack.finish()
         early = ends_early(inputs, last)
-        tally.notes += [early, stretched_note(tally, predictor.hw)]
+        tally.notes += [early, stretched_note(tally, predictor)]
         stamps_tmp.write_text(json.dumps({
             "video": inputs.files[0].name, "fps": float(inputs.fps) if inputs.fps else None,
             "stack": paths[1].name, "frame": frames, "time_s": times, "skipped": skipped,

@@ -246,12 +246,17 @@ def stretch(size_wh: tuple[int, int], size_hw: tuple[int, int]) -> float:
     return max(ratio, 1 / ratio)
 
 
-def stretch_note(size_wh: tuple[int, int], size_hw: tuple[int, int], what: str, up_to: bool = False) -> str:
+def stretch_note(size_wh: tuple[int, int], size_hw: tuple[int, int], what: str, up_to: bool = False,
+                 exported: bool = True) -> str:
     """A line saying ``what`` ('the photo'; with ``up_to``, several of which ``size_wh`` is stretched most) was
-    stretched to the file's aspect, and what keeps the aspect; "" within ``STRETCH_NOTED``."""
+    stretched to the file's aspect, and what keeps the aspect: --letterbox, or (for a file depthport ``exported``)
+    a file exported at the photo's aspect; "" within ``STRETCH_NOTED``."""
     factor = stretch(size_wh, size_hw)
     if factor <= STRETCH_NOTED:
         return ""
+    line = f"{what} stretched {'up to ' * up_to}{factor:.2f}x to the file's aspect ({size_hw[1]}x{size_hw[0]}): "
+    if not exported:  # a file made elsewhere: depthport's export options do not apply to it
+        return line + "--letterbox keeps the aspect"
 
     def off(aspect: str) -> float:
         w, h = aspect.split(":")
@@ -261,8 +266,7 @@ def stretch_note(size_wh: tuple[int, int], size_hw: tuple[int, int], what: str, 
     if off(aspect) > math.log(STRETCH_NOTED):  # a panorama: its own ratio
         ratio = size_wh[0] / size_wh[1]
         aspect = f"{ratio:.1f}:1" if ratio >= 1 else f"1:{1 / ratio:.1f}"
-    return (f"{what} stretched {'up to ' * up_to}{factor:.2f}x to the file's aspect ({size_hw[1]}x{size_hw[0]}): "
-            f"--letterbox keeps the aspect, or export a file for it (--long-side {max(size_hw)} --aspect {aspect})")
+    return line + f"--letterbox keeps the aspect, or export a file for it (--long-side {max(size_hw)} --aspect {aspect})"
 
 
 def _nearest_multiple(n: int, multiple: int) -> int:

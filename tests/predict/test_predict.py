@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import struct
 import subprocess
@@ -351,6 +352,9 @@ def test_a_photo_stretched_to_another_aspect_is_said_with_what_keeps_its_aspect(
     the line says how far and what keeps the aspect (--letterbox, or a file exported for it); a folder's summary
     names the images, a video's its frames. A photo of about the file's aspect, and --letterbox, say nothing."""
     h, w = TINY_HW
+    (tmp_path / "export").mkdir()  # an export's folder: the file beside the report that names its model
+    tiny_tflite = Path(shutil.copy(tiny_tflite, tmp_path / "export"))
+    (tmp_path / "export" / "report.json").write_text(json.dumps({"model": "da2-tiny"}))
     photo(60, 45).save(tmp_path / "portrait.png")  # 3:4 on a 5:4 file: 1.67x
     photo(48, 60).save(tmp_path / "near.png")  # 5:4
     out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "portrait.png", "-o", tmp_path / "p.png"])
@@ -476,7 +480,8 @@ class _ChannelsLast(torch.nn.Module):
 def test_files_made_elsewhere_channels_last_or_at_half_size_predict_and_a_classifier_is_refused(tmp_path, capsys):
     """A file without depthport's report: an NHWC image input (it was 'does not take an image') and a depth map
     at half the input's size (a traceback: 'cannot reshape array of size 1536 into shape (32,48)') give depth at the
-    photo's size; a classifier's logits are one line, also for a folder, which leaves nothing written."""
+    photo's size; a classifier's logits are one line, also for a folder, which leaves nothing written. A stretched
+    photo is told of --letterbox only (depthport's export options do not apply to such a file)."""
     from conversion_memo import convert_toy
 
     from depthport.predict import model_input, photo_size
@@ -494,6 +499,9 @@ def test_files_made_elsewhere_channels_last_or_at_half_size_predict_and_a_classi
         got = Predictor(files[name]).depth(image)
         assert got.shape == (45, 70)
         np.testing.assert_allclose(got, photo_size(want[name], (45, 70)), atol=1e-5)
+    photo(20, 100).save(tmp_path / "wide.png")  # stretched 3.33x: only --letterbox applies to a file made elsewhere
+    out, _ = ok(capsys, ["predict", files["nhwc"], tmp_path / "wide.png", "-o", tmp_path / "wide_depth.png"])
+    assert out.rstrip().endswith("the photo stretched 3.33x to the file's aspect (48x32): --letterbox keeps the aspect")
     (tmp_path / "photos").mkdir()
     image.save(tmp_path / "photos" / "a.png")
     for source in (tmp_path / "photos" / "a.png", tmp_path / "photos"):
