@@ -251,6 +251,20 @@ def test_bad_input_exits_2_with_one_line(tflite, tmp_path):
         assert "Traceback" not in proc.stderr and str(path) in proc.stderr
 
 
+def test_an_onnx_or_pte_file_is_told_what_check_takes(tmp_path, capsys):
+    """check reads .tflite files: an .onnx or a .pte (an export's other files) is named as what it is, with the
+    commands that take it (it was 'not a TFLite model (no TFL3 flatbuffer identifier)')."""
+    from depthport.cli import main
+
+    for name, kind in (("m.onnx", "an ONNX model"), ("m.pte", "an ExecuTorch program")):
+        (tmp_path / name).write_bytes(b"\x08\x07\x12\x00ET12")
+        capsys.readouterr()
+        assert main(["check", str(tmp_path / name)]) == 2
+        assert capsys.readouterr().err == (f"depthport check: error: {tmp_path / name}: {kind}: check proves that a "
+                                           "LiteRT .tflite runs on the mobile GPU; for this file there are depthport "
+                                           "verify and depthport bench\n")
+
+
 def _tensor(index, shape, dtype="FLOAT32", constant=False, signature=None, scales=0):
     return TensorInfo(index, f"t{index}", tuple(shape), signature, dtype, constant, scales)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -17,6 +19,7 @@ from depthport.core.tflite_graph import TfliteReadError
 EXIT_CLEAN, EXIT_NOT_CLEAN, EXIT_NOT_CHECKED = 0, 1, 2
 OUTCOMES = {True: ("clean", EXIT_CLEAN), False: ("not clean", EXIT_NOT_CLEAN), None: ("could not check", EXIT_NOT_CHECKED)}
 PIPE_WIDTH = 160
+OTHER_FILES = {".onnx": "an ONNX model", ".pte": "an ExecuTorch program"}  # what the other exported files are
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -47,9 +50,12 @@ def run(args: argparse.Namespace) -> int:
                               compare=not args.no_compare, enforce_f32=not args.allow_fp16,
                               timeout=args.timeout, seed=args.seed)
     except TfliteReadError as exc:
+        if other := OTHER_FILES.get(Path(args.file).suffix.lower()):  # named as another kind of exported file
+            exc = TfliteReadError(f"{other}: check proves that a LiteRT .tflite runs on the mobile GPU; for this file "
+                                  "there are depthport verify and depthport bench")
         if args.json:
             print(json.dumps({"file": args.file, "outcome": OUTCOMES[None][0], "error": str(exc)}, indent=2))
-        print(f"depthport check: {args.file}: {exc}", file=sys.stderr)
+        print(f"depthport check: error: {args.file}: {exc}", file=sys.stderr)
         return EXIT_NOT_CHECKED
     outcome, code = OUTCOMES[result.gpu_clean]
     if args.json:
