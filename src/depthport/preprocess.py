@@ -133,11 +133,25 @@ def load_image(path: str | Path) -> Image.Image:
     except FileNotFoundError:
         raise InputError(f"image not found: {path}") from None
     except UnidentifiedImageError:
-        reason = UNDECODED.get(path.suffix.lower(), "not an image format Pillow can read")
-        raise InputError(f"cannot read image {path}: {reason}") from None
+        raise InputError(f"cannot read image {path}: {_unidentified(path)}") from None
     except Exception as exc:  # Pillow's decoders raise OSError, SyntaxError, ValueError, EOFError, struct.error...
         reason = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        if reason.startswith("image file is truncated") or reason == "Truncated File Read":  # Pillow's words
+            reason = f"the file ends early (a copy or a download cut short?): {reason}"
+        elif reason == "could not create decoder object":  # libwebp's, for a damaged or cut-short WebP
+            reason = f"the file is damaged or cut short ({reason})"
         raise InputError(f"cannot read image {path}: {reason}") from None
+
+
+def _unidentified(path: Path) -> str:
+    """Why Pillow recognised no image in ``path``, by its suffix: a format it does not decode (``UNDECODED``), one it
+    does (the file is damaged, cut short before its header ends, or another kind of file), or one it does not know."""
+    suffix = path.suffix.lower()
+    if suffix in UNDECODED:
+        return UNDECODED[suffix]
+    if suffix in Image.registered_extensions():
+        return f"not a {suffix} image Pillow can read: damaged, cut short, or another kind of file named {suffix}"
+    return "not an image format Pillow can read"
 
 
 def broken_link(path: Path) -> str:

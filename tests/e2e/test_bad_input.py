@@ -7,6 +7,7 @@ process, like the console script; the others run ``depthport.cli.main`` in-proce
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -217,14 +218,33 @@ def predict_args(model, image, out: Path) -> list[str]:
 @pytest.mark.parametrize("make,message", [
     (lambda p: p.mkdir(), "no images in"),  # a folder is many inputs: here none
     (lambda p: p.write_bytes(b""), "the file is empty (0 bytes)"),
-    (lambda p: p.write_text("hello, not a picture\n"), "not an image format Pillow can read"),
-    (lambda p: p.write_bytes((Path(ASSET).read_bytes())[:400]), "cannot read image"),  # a truncated JPEG
+    (lambda p: p.write_text("hello, not a picture\n"), "not a .jpg image Pillow can read: damaged, cut short, or "
+                                                         "another kind of file named .jpg"),
+    (lambda p: p.write_bytes((Path(ASSET).read_bytes())[:400]), "the file ends early"),  # in its header
+    (lambda p: p.write_bytes((Path(ASSET).read_bytes())[:20000]), "the file ends early (a copy or a download cut "
+                                                                  "short?): image file is truncated"),
 ])
 def test_unreadable_image_is_one_line(tiny_tflite, tmp_path, out, capsys, make, message):
     image = tmp_path / "image.jpg"
     make(image)
     refused(capsys, predict_args(tiny_tflite, image, out), "depthport predict: error:", message)
     assert not list(out.iterdir())
+
+
+@pytest.mark.parametrize("suffix,message", [
+    ("webp", "the file is damaged or cut short (could not create decoder object)"),  # libwebp's words
+    ("avif", "not a .avif image Pillow can read: damaged, cut short, or another kind of file named .avif"),
+    ("png", "the file ends early (a copy or a download cut short?): image file is truncated"),
+])
+def test_an_image_cut_short_says_so(tmp_path, suffix, message):
+    """The first half of a photo (a copy or download that did not finish) is said to be cut short, in the words each
+    format allows: they were Pillow's own ('could not create decoder object', 'not an image format Pillow can read'
+    for an .avif, which it reads)."""
+    whole = tmp_path / f"whole.{suffix}"
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (60, 80, 3), np.uint8)).save(whole)
+    (tmp_path / f"cut.{suffix}").write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    with pytest.raises(InputError, match=re.escape(f"cannot read image {tmp_path / f'cut.{suffix}'}: {message}")):
+        load_image(tmp_path / f"cut.{suffix}")
 
 
 def rgba_with_hidden_colour() -> Image.Image:
