@@ -74,11 +74,12 @@ class Inputs:
 
 def open_inputs(source: str | Path) -> Inputs:
     """The inputs ``source`` names: an existing folder (its image files, as ``core.images.image_files`` lists
-    them, not recursive), a file or path with a video suffix (``VIDEO_SUFFIXES``), a quoted glob pattern (every
-    file it matches, ``**`` recursive, sorted by path), else one image. Videos beside images in a folder or matching
-    a pattern are passed over (``Inputs.videos``: the summary names them); a folder or pattern with videos and no
-    image is its videos. Files a pattern matches that are not named like images are passed over (``Inputs.others``:
-    Google Takeout's .json and the iPhone's .AAE sidecars; a file with no suffix is tried). A pattern matching
+    them, not recursive), a video (``_is_video``: by its suffix, or by its first bytes where its name says
+    nothing), a quoted glob pattern (every file it matches, ``**`` recursive, sorted by path), else one image.
+    Videos beside images in a folder or matching a pattern are passed over (``Inputs.videos``: the summary names
+    them); a folder or pattern with videos and no image is its videos. Files a pattern matches that are not named
+    like images are passed over (``Inputs.others``: Google Takeout's .json and the iPhone's .AAE sidecars; a file
+    with no suffix is tried). A pattern matching
     nothing, a folder or pattern with neither image nor video, or a video that cannot be opened is an InputError.
     A leading ``~`` is the home folder (a quoted pattern reaches us unexpanded); a URL is refused in one line."""
     text = local_path(str(source))
@@ -86,13 +87,36 @@ def open_inputs(source: str | Path) -> Inputs:
     if path.is_dir():
         return _open_folder(path, text)
     if path.exists() or not has_pattern(text):
-        return open_video(path) if path.suffix.lower() in VIDEO_SUFFIXES else Inputs("image", text, [path])
+        return open_video(path) if _is_video(path) else Inputs("image", text, [path])
     matched = pattern_files(text)
     files = [f for f in matched if not is_prompt_file(f)]
     if not files:
         raise InputError(f"the pattern {text!r} matches prompt depth files only ({matched[0].name}, ...): each is read "
                          "beside its image; give the images (e.g. 'photos/*.jpg')")
     return _sorted_out(files, text, pattern_root(text), f"the pattern {text!r} matches")
+
+
+# The ISO media (MP4, QuickTime, 3GP) brands of videos; an ftyp box also starts HEIC and AVIF photos (heic, mif1,
+# avif) and Canon's CR3 (crx), which are not videos
+_VIDEO_BRANDS = (b"isom", b"iso2", b"iso4", b"iso5", b"iso6", b"mp41", b"mp42", b"avc1", b"M4V", b"qt  ", b"3gp",
+                 b"3g2", b"MSNV", b"XAVC", b"mmp4", b"dash", b"f4v ")
+
+
+def _is_video(path: Path) -> bool:
+    """Named like a video (``VIDEO_SUFFIXES``), or named like nothing depthport reads (no suffix, .bin, .download)
+    and starting as an MP4, QuickTime, Matroska/WebM or AVI file does: a video saved without its suffix."""
+    if path.suffix.lower() in VIDEO_SUFFIXES:
+        return True
+    if named_like_image(path) or path.suffix.lower() in RAW_SUFFIXES:
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except OSError:
+        return False
+    if head[4:8] == b"ftyp":
+        return head[8:12].startswith(_VIDEO_BRANDS)
+    return head.startswith(b"\x1a\x45\xdf\xa3") or (head[:4] == b"RIFF" and head[8:12] == b"AVI ")
 
 
 def open_files(sources: list[str]) -> Inputs:
@@ -118,7 +142,7 @@ def _sorted_out(files: list[Path], source: str, root: Path, what: str, origin: s
     """A pattern's matches or the files given, sorted into images, videos and others (``open_inputs``)."""
     images, videos, others = [], [], []
     for f in files:
-        (videos if f.suffix.lower() in VIDEO_SUFFIXES else images if _maybe_image(f) else others).append(f)
+        (videos if _is_video(f) else images if _maybe_image(f) else others).append(f)
     if not images and not videos:
         raise InputError(f"{what} no file named like an image or a video: {_others(others)}")
     inputs = Inputs("images" if images else "videos", source, images or videos, root=root, origin=origin)

@@ -874,6 +874,22 @@ def test_video_gives_a_depth_video_a_stack_and_timestamps(tiny_tflite, tmp_path,
 
 
 
+def test_a_video_saved_without_its_suffix_is_read_as_a_video(tiny_tflite, tmp_path, capsys):
+    """A video whose name says nothing (no suffix, .bin, .download) is known by its first bytes (MP4, QuickTime,
+    Matroska): it was read as an image, 'not an image format Pillow can read'. A photo without a suffix, an AVIF
+    one (whose ftyp box is an image's) included, is still a photo."""
+    for made, saved in (("a.mp4", "clip"), ("b.mov", "IMG_0003.bin"), ("c.mkv", "c.download")):
+        make_video(tmp_path / made, 2)
+        (tmp_path / made).rename(tmp_path / saved)
+        out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / saved, "-o", tmp_path / "out" / f"{saved}.mp4"])
+        assert out.startswith("2 frames, 0 skipped, ") and np.load(tmp_path / "out" / f"{saved}.npy").shape == (2, 48, 64)
+    photo().save(tmp_path / "photo", format="AVIF")
+    out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "photo", "-o", tmp_path / "photo.png"])
+    assert out.startswith(f"wrote {tmp_path / 'photo.png'}: depth 40x60")
+    assert open_inputs(f"{tmp_path}/*").names == ["photo", "photo.png"]  # the videos in a pattern: passed over
+    assert sorted(open_inputs(f"{tmp_path}/*").videos) == ["IMG_0003.bin", "c.download", "clip"]
+
+
 def test_a_video_into_a_folder_takes_the_videos_name(tiny_tflite, tmp_path, capsys):
     """-o or --npy naming a folder (one that exists, or a path ending in '/') puts NAME.mp4, or NAME.npy and its
     timestamps, in it, as for one image; a name that is neither a video (or .npy) file nor a folder says both ways
