@@ -132,7 +132,7 @@ def depth_map(out: np.ndarray, name: str) -> np.ndarray:
     another (a model that predicts at half resolution: ``photo_size`` resizes it like any other); anything else is a
     ``NotADepthMap``."""
     out = np.asarray(out)
-    squeezed = out.reshape([d for d in out.shape if d != 1])
+    squeezed = np.squeeze(out)
     if squeezed.ndim != 2:
         raise NotADepthMap(f"{name} gives no depth map: its output is {list(out.shape)}, where a depth model gives "
                            "one map, (1, H, W) or (1, 1, H, W)")

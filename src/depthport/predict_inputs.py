@@ -79,9 +79,9 @@ def open_inputs(source: str | Path) -> Inputs:
     Videos beside images in a folder or matching a pattern are passed over (``Inputs.videos``: the summary names
     them); a folder or pattern with videos and no image is its videos. Files a pattern matches that are not named
     like images are passed over (``Inputs.others``: Google Takeout's .json and the iPhone's .AAE sidecars; a file
-    with no suffix is tried). A pattern matching
-    nothing, a folder or pattern with neither image nor video, or a video that cannot be opened is an InputError.
-    A leading ``~`` is the home folder (a quoted pattern reaches us unexpanded); a URL is refused in one line."""
+    with no suffix is tried). A pattern matching nothing, a folder or pattern with neither image nor video, or a
+    video that cannot be opened is an InputError. A leading ``~`` is the home folder (a quoted pattern reaches us
+    unexpanded); a URL is refused in one line."""
     text = local_path(str(source))
     path = Path(text)
     if path.is_dir():
