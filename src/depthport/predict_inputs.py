@@ -13,10 +13,11 @@ from typing import Iterator
 from PIL import Image
 
 from .core.formatting import listed
-from .core.images import image_files, named_like_image, subfolders_advice
+from .core.images import archives_note, image_files, named_like_image, subfolders_advice
 from .core.patterns import has_pattern, local_path, pattern_files, pattern_root, present, relative_name
 from .core.prompts import is_prompt_file
 from .errors import InputError
+from .file_kind import head, starts_as_video
 from .preprocess import RAW_SUFFIXES, load_image
 
 # What phones, cameras and camcorders write (AVCHD's .MTS/.M2TS, older phones' .3gp), and the common containers
@@ -96,12 +97,6 @@ def open_inputs(source: str | Path) -> Inputs:
     return _sorted_out(files, text, pattern_root(text), f"the pattern {text!r} matches")
 
 
-# The ISO media (MP4, QuickTime, 3GP) brands of videos; an ftyp box also starts HEIC and AVIF photos (heic, mif1,
-# avif) and Canon's CR3 (crx), which are not videos
-_VIDEO_BRANDS = (b"isom", b"iso2", b"iso4", b"iso5", b"iso6", b"mp41", b"mp42", b"avc1", b"M4V", b"qt  ", b"3gp",
-                 b"3g2", b"MSNV", b"XAVC", b"mmp4", b"dash", b"f4v ")
-
-
 def _is_video(path: Path) -> bool:
     """Named like a video (``VIDEO_SUFFIXES``), or named like nothing depthport reads (no suffix, .bin, .download)
     and starting as an MP4, QuickTime, Matroska/WebM or AVI file does: a video saved without its suffix."""
@@ -109,14 +104,7 @@ def _is_video(path: Path) -> bool:
         return True
     if named_like_image(path) or path.suffix.lower() in RAW_SUFFIXES:
         return False
-    try:
-        with open(path, "rb") as f:
-            head = f.read(12)
-    except OSError:
-        return False
-    if head[4:8] == b"ftyp":
-        return head[8:12].startswith(_VIDEO_BRANDS)
-    return head.startswith(b"\x1a\x45\xdf\xa3") or (head[:4] == b"RIFF" and head[8:12] == b"AVI ")
+    return starts_as_video(head(path, 12))
 
 
 def open_files(sources: list[str]) -> Inputs:
@@ -144,7 +132,9 @@ def _sorted_out(files: list[Path], source: str, root: Path, what: str, origin: s
     for f in files:
         (videos if _is_video(f) else images if _maybe_image(f) else others).append(f)
     if not images and not videos:
-        raise InputError(f"{what} no file named like an image or a video: {_others(others)}")
+        archives = archives_note(others)
+        raise InputError(f"{what} no file named like an image or a video: {_others(others)}"
+                         f"{'; ' + archives if archives else ''}")
     inputs = Inputs("images" if images else "videos", source, images or videos, root=root, origin=origin)
     inputs.videos = inputs.relative(videos) if images else []
     inputs.others = inputs.relative(others)

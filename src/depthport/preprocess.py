@@ -14,6 +14,7 @@ import pi_heif
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from .errors import InputError
+from .file_kind import JPEG_XL, OPENEXR, RADIANCE, SVG, what_it_holds
 from .focal import focal_35mm
 
 # HEIC/HEIF (the iPhone's default, Samsung's and Fujifilm's .HIF) through libheif: pi-heif is pillow-heif's decoding
@@ -26,11 +27,8 @@ pi_heif.register_heif_opener(thumbnails=False, depth_images=False, aux_images=Fa
 RAW_SUFFIXES = (".dng", ".cr2", ".cr3", ".crw", ".nef", ".nrw", ".arw", ".srf", ".sr2", ".orf", ".rw2", ".raf",
                 ".pef", ".srw", ".x3f", ".3fr", ".iiq", ".rwl", ".erf", ".kdc", ".dcr", ".mrw", ".mos")
 RAW_ADVICE = "camera RAW is sensor data to be developed; export a JPEG or TIFF from the camera's app or a raw converter"
-# Image formats people have that Pillow does not decode, with what to do instead: JPEG XL's Pillow plugin is GPL-3.0
-# (depthport is Apache-2.0), and an SVG is a drawing, with no pixels until something renders it.
-_SVG = "an SVG drawing, which has no pixels until it is rendered: render it to PNG first"
-UNDECODED = {".jxl": "JPEG XL, which Pillow does not decode: convert it to PNG or JPEG first (djxl IMG.jxl IMG.png)",
-             ".svg": _SVG, ".svgz": _SVG}
+# Image formats people have that Pillow does not decode, by suffix, with what to do instead (``file_kind``)
+UNDECODED = {".jxl": JPEG_XL, ".svg": SVG, ".svgz": SVG, ".exr": OPENEXR, ".hdr": RADIANCE}
 
 # Pillow warns above 89 megapixels and refuses above 179 (its guard against decompression bombs), and phones shoot
 # 200-megapixel photos (16320x12240): depthport reads up to MAX_PIXELS (268) and refuses a larger image in one line,
@@ -90,8 +88,9 @@ def load_image(path: str | Path) -> Image.Image:
     - Up to ``MAX_PIXELS`` (268 megapixels: a phone's 200-megapixel photo is read); a larger image is refused
       with a clear line from its header, before anything is decoded.
     - Camera RAW files (``RAW_SUFFIXES``) are refused with a clear line: a viewer develops them, Pillow would
-      give an embedded preview at best; JPEG XL and SVG files (``UNDECODED``) that Pillow cannot open get a line
-      of their own saying what to do.
+      give an embedded preview at best; JPEG XL, SVG and HDR (OpenEXR, Radiance) files (``UNDECODED``) that Pillow
+      cannot open get a line of their own saying what to do, and so does any other file whose first bytes say what
+      it is (``file_kind``: an archive, a PDF, a web page saved in place of a photo, a Git LFS pointer, ...).
     - The EXIF 35 mm-equivalent focal length, where the file has one, is kept in ``info[FOCAL_KEY]`` (mm): the
       metres of models that need the focal length come from it when ``--focal`` is not given.
     - 32-bit integer (I) and float (F) images are refused with a clear line: viewers agree on no mapping of their
@@ -144,11 +143,15 @@ def load_image(path: str | Path) -> Image.Image:
 
 
 def _unidentified(path: Path) -> str:
-    """Why Pillow recognised no image in ``path``, by its suffix: a format it does not decode (``UNDECODED``), one it
-    does (the file is damaged, cut short before its header ends, or another kind of file), or one it does not know."""
+    """Why Pillow recognised no image in ``path``: named as a format it does not decode (``UNDECODED``: an .svgz is
+    gzip inside), what its first bytes show it is (``file_kind.what_it_holds``: an archive, a web page, a PDF,
+    ...), else by its suffix: a format Pillow reads (the file is damaged, cut short before its header ends, or
+    another kind of file), or one it does not know."""
     suffix = path.suffix.lower()
     if suffix in UNDECODED:
         return UNDECODED[suffix]
+    if kind := what_it_holds(path):
+        return kind
     if suffix in Image.registered_extensions():
         return f"not a {suffix} image Pillow can read: damaged, cut short, or another kind of file named {suffix}"
     return "not an image format Pillow can read"

@@ -218,8 +218,9 @@ def predict_args(model, image, out: Path) -> list[str]:
 @pytest.mark.parametrize("make,message", [
     (lambda p: p.mkdir(), "no images in"),  # a folder is many inputs: here none
     (lambda p: p.write_bytes(b""), "the file is empty (0 bytes)"),
-    (lambda p: p.write_text("hello, not a picture\n"), "not a .jpg image Pillow can read: damaged, cut short, or "
-                                                         "another kind of file named .jpg"),
+    (lambda p: p.write_text("hello, not a picture\n"), "a text file, not an image"),
+    (lambda p: p.write_bytes(bytes(range(256)) * 4), "not a .jpg image Pillow can read: damaged, cut short, or "
+                                                     "another kind of file named .jpg"),
     (lambda p: p.write_bytes((Path(ASSET).read_bytes())[:400]), "the file ends early"),  # in its header
     (lambda p: p.write_bytes((Path(ASSET).read_bytes())[:20000]), "the file ends early (a copy or a download cut "
                                                                   "short?): image file is truncated"),

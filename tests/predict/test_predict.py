@@ -726,6 +726,81 @@ def test_jpeg_xl_svg_and_broken_links_are_skipped_with_what_to_do_not_passed_ove
     assert "2 images, 1 skipped (IMG_0004.jpg: image not found: " in out  # the shell's unquoted photos/*.jpg
 
 
+def test_a_file_no_decoder_reads_says_what_it_holds_and_what_to_do(tiny_tflite, photos, tmp_path, capsys):
+    """What people hand over in place of a photo is named by its first bytes, alone, in a folder, in a pattern and
+    in verification's --images: an archive a phone or a cloud download made (ZIP, tar.gz), a web page saved under
+    the photo's name, a Git LFS pointer, a PDF scan, an HDR render, a video or a voice memo named like a photo. Each
+    said 'not a .jpg image Pillow can read: damaged, cut short, or another kind of file named .jpg' or 'not an image
+    format Pillow can read'; a folder of archives said 'no images in' and nothing of them."""
+    import tarfile
+    import zipfile
+
+    from depthport.file_kind import what_it_holds
+
+    made = tmp_path / "made"
+    made.mkdir()
+    photo().save(made / "IMG_0001.jpg")
+    with zipfile.ZipFile(made / "iCloud Photos.zip", "w") as archive:
+        archive.write(made / "IMG_0001.jpg", "IMG_0001.jpg")
+    with tarfile.open(made / "trip.tar.gz", "w:gz") as archive:
+        archive.add(made / "IMG_0001.jpg", "IMG_0001.jpg")
+    make_video(made / "clip.mp4", 2)
+    cases = {
+        "iCloud Photos.zip": "a ZIP archive: unpack it first (unzip 'iCloud Photos.zip' -d 'iCloud Photos') and "
+                             "give the folder of its images",
+        "trip.tar.gz": "a gzip-compressed file: unpack it first (tar -xf trip.tar.gz, or gunzip for one file)",
+        "IMG_0005.jpg": "a web page (HTML), not an image: a download that saved the page instead of the picture?",
+        "IMG_0006.png": "a Git LFS pointer, not the image it stands for: fetch the file itself (git lfs pull)",
+        "scan.pdf": "a PDF document: export its page as a PNG or JPEG image first",
+        "render.exr": "an OpenEXR image (high dynamic range, floating point), which Pillow does not decode",
+        "render.png": "an OpenEXR image (high dynamic range, floating point), which Pillow does not decode",
+        "IMG_0007.jpg": "a video, not a photo: rename it IMG_0007.mp4, and predict writes its depth video",
+        "memo.jpg": "an audio file (MP3), with no picture to take depth from",
+        "readme.jpg": "a text file, not an image",
+        "logo.png": "an SVG drawing, which has no pixels until it is rendered",
+    }
+    contents = {
+        "iCloud Photos.zip": (made / "iCloud Photos.zip").read_bytes(),
+        "trip.tar.gz": (made / "trip.tar.gz").read_bytes(),
+        "IMG_0005.jpg": b"\n<!DOCTYPE html>\n<html lang='en'><head><title>IMG_0005.jpg - Google Drive</title>",
+        "IMG_0006.png": b"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a21\nsize 2048\n",
+        "scan.pdf": b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj",
+        "render.exr": b"\x76\x2f\x31\x01\x02\x00\x00\x00channels",
+        "render.png": b"\x76\x2f\x31\x01\x02\x00\x00\x00channels",  # named like a format Pillow reads
+        "IMG_0007.jpg": (made / "clip.mp4").read_bytes(),
+        "memo.jpg": b"ID3\x04\x00\x00\x00\x00\x00\x00",
+        "readme.jpg": "Fotos vom Ausflug, Grüße\n".encode(),
+        "logo.png": b'<?xml version="1.0"?>\n<!-- Generator: Adobe Illustrator -->\n<svg width="8" height="8"/>',
+    }
+    for name, reason in cases.items():
+        (tmp_path / name).write_bytes(contents[name])
+        assert what_it_holds(tmp_path / name).startswith(reason)
+        with pytest.raises(InputError, match=re.escape(f"cannot read image {tmp_path / name}: {reason}")):
+            load_image(tmp_path / name)
+    assert what_it_holds(tmp_path / "made" / "IMG_0001.jpg") is None  # a JPEG is no kind of its own here
+    for name in ("IMG_0005.jpg", "IMG_0006.png", "IMG_0007.jpg"):
+        shutil.copy(tmp_path / name, photos / name)
+    out, err = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out"])
+    assert "7 images, 3 skipped (IMG_0005.jpg, IMG_0006.png, IMG_0007.jpg: reasons above)" in out
+    assert f"skipped IMG_0006.png: cannot read image {photos / 'IMG_0006.png'}: a Git LFS pointer" in err
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    for name in ("iCloud Photos.zip", "trip.tar.gz", "scan.pdf"):
+        shutil.copy(tmp_path / name, downloads / name)
+    archives = "2 archives (iCloud Photos.zip, trip.tar.gz) not unpacked: unpack them first and give the folder of " \
+               "their images"
+    for argv in (["predict", tiny_tflite, downloads], ["predict", tiny_tflite, f"{downloads}/*"],
+                 ["verify", tiny_tflite, "--reference", "da2-tiny", "--weights", "random", "--images", downloads]):
+        capsys.readouterr()
+        assert main([str(a) for a in argv]) == 2
+        err = capsys.readouterr().err
+        assert archives in err and len(err.strip().splitlines()) == 1, err
+    capsys.readouterr()
+    assert main(["predict", str(tiny_tflite), str(downloads / "scan.pdf"), str(downloads / "iCloud Photos.zip")]) == 2
+    assert "1 archive (iCloud Photos.zip) not unpacked: unpack it first and give the folder of its images" in \
+        capsys.readouterr().err
+
+
 def test_a_pipe_is_refused_for_what_it_is(tiny_tflite, photos, tmp_path, capsys):
     """'-' (standard input or output) is said to be what it is: it was 'image not found: -', and -o - got the
     suffix advice with a folder named '-/'."""

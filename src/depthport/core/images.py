@@ -9,6 +9,7 @@ import numpy as np
 from PIL import Image, ImageFile
 
 from ..errors import utf8_text
+from ..file_kind import ARCHIVE_SUFFIXES
 from ..preprocess import RAW_ADVICE, RAW_SUFFIXES, UNDECODED, InputError, load_image
 from .formatting import listed
 from .patterns import has_pattern, local_path, pattern_files, present, relative_name, set_root
@@ -87,9 +88,20 @@ def image_files(folder: str | Path) -> list[Path]:
     if not files:
         raws = sorted({p.suffix for p in entries if p.suffix.lower() in RAW_SUFFIXES and p.is_file()})
         raw = f"; its camera RAW files ({', '.join(raws)}) are not read: {RAW_ADVICE}" if raws else ""
-        sub = subfolders_note(folder)
-        raise InputError(f"no images in {folder} ({looked_for()}){raw}{'; ' + sub if sub else ''}")
+        notes = [note for note in (archives_note(entries), subfolders_note(folder)) if note]
+        raise InputError(f"no images in {folder} ({looked_for()}){raw}{''.join('; ' + n for n in notes)}")
     return files
+
+
+def archives_note(files: list[Path]) -> str:
+    """'2 archives (photos.zip, day2.tar.gz) not unpacked: unpack them first and give the folder of their images'
+    for the archives among ``files`` (by suffix), else ''."""
+    archives = [p.name for p in files if p.suffix.lower() in ARCHIVE_SUFFIXES and p.is_file()]
+    if not archives:
+        return ""
+    them = "them" if len(archives) > 1 else "it"
+    return (f"{listed('archive', archives)} not unpacked: unpack {them} first and give the folder of "
+            f"{'their' if len(archives) > 1 else 'its'} images")
 
 
 def subfolders_note(folder: str | Path) -> str:
