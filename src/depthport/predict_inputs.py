@@ -44,12 +44,14 @@ class Inputs:
     """``kind`` is "image" (one file: ``predict`` handles it), "images" (a folder or a pattern: ``files``, named
     relative to ``root``), "video" (``files`` = [the video]) or "videos" (a folder or a pattern that holds videos
     and no image: ``files``, named relative to ``root``, each opened with ``open_video`` when its turn comes);
-    ``total`` is None where a video does not say."""
+    a video's ``total`` is its header's frame count, else its declared duration times its rate (Matroska and WebM
+    write no count: ``total_estimated``), else None."""
     kind: str
     source: str
     files: list[Path]
     root: Path | None = None
     total: int | None = None
+    total_estimated: bool = False
     fps: Fraction | None = None
     time_base: Fraction | None = None
     end_s: float | None = None  # a video's end as its header declares it, on its frames' clock (start + duration)
@@ -217,8 +219,10 @@ def open_video(path: Path) -> Inputs:
             if not container.streams.video:
                 raise InputError(f"{path} has no video stream")
             stream = container.streams.video[0]
-            return Inputs("video", str(path), [path], total=stream.frames or None,
-                          fps=stream.average_rate or stream.guessed_rate, time_base=stream.time_base,
+            fps, seconds = stream.average_rate or stream.guessed_rate, _declared_duration(container, stream)
+            estimate = max(1, round(seconds * fps)) if not stream.frames and seconds and fps else None
+            return Inputs("video", str(path), [path], total=stream.frames or estimate,
+                          total_estimated=estimate is not None, fps=fps, time_base=stream.time_base,
                           end_s=_declared_end(container, stream))
     except av.error.FFmpegError as exc:
         raise InputError(f"cannot read video {path}: {_reason(exc)}") from None
@@ -232,6 +236,13 @@ def _declared_end(container, stream) -> float | None:
     if container.duration is not None:
         return ((container.start_time or 0) + container.duration) / 1e6  # av.time_base: microseconds
     return None
+
+
+def _declared_duration(container, stream) -> float | None:
+    """How long the header says the video stream lasts, in seconds: the stream's duration, else the container's."""
+    if stream.duration is not None:
+        return float(stream.duration * stream.time_base)
+    return container.duration / 1e6 if container.duration is not None else None
 
 
 def _reason(exc: Exception) -> str:

@@ -216,7 +216,7 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
     tally.start = time.perf_counter()
     with atomic_paths(*paths) as (video_tmp, npy_tmp, stamps_tmp):
         with open(npy_tmp, "wb") as fh, _DepthVideo(video_tmp, paths[0].suffix, inputs) as video:
-            stack = _Stack(fh, inputs.total, paths[1])
+            stack = _Stack(fh, inputs.total, paths[1], inputs.total_estimated)
             for item in inputs.items():
                 depth = _depth(predictor, item, tally, stack.shape)
                 if depth is None:
@@ -256,12 +256,13 @@ def ends_early(inputs: Inputs, last: float | None) -> str:
 class _Stack:
     """float32 (frames, H, W) appended to an open .npy file; ``finish`` writes the frame count into the header
     (NumPy's header leaves room for the first axis to grow, so the data does not move). With the video's frame
-    count, the first frame's size tells how much the stack takes: more than the disk has free is an InputError
-    then, not a disk filled an hour later (a minute of 4K video at 30 fps is ~60 GB of float32 depth)."""
+    count (or its estimate from the declared duration: Matroska and WebM write no count), the first frame's size
+    tells how much the stack takes: more than the disk has free is an InputError then, not a disk filled an hour
+    later (a minute of 4K video at 30 fps is ~60 GB of float32 depth)."""
 
-    def __init__(self, fh, frames: int | None, path: Path):
+    def __init__(self, fh, frames: int | None, path: Path, estimated: bool = False):
         self.fh, self.shape, self.count, self.offset = fh, None, 0, 0
-        self.frames, self.path = frames, path
+        self.frames, self.path, self.estimated = frames, path, estimated
 
     def _check_room(self, shape: tuple[int, ...]) -> None:
         if not self.frames:
@@ -269,8 +270,9 @@ class _Stack:
         need, free = self.frames * int(np.prod(shape)) * 4, shutil.disk_usage(Path(self.fh.name).parent).free
         if need > free:
             h, w = shape
-            raise InputError(f"the depth stack {self.path} of {self.frames} frames at {w}x{h} "
-                             f"(float32) takes {need / 1e9:.1f} GB, and its disk has {free / 1e9:.1f} GB free: give "
+            frames = f"{'about ' * self.estimated}{self.frames}"
+            raise InputError(f"the depth stack {self.path} of {frames} frames at {w}x{h} (float32) takes "
+                             f"{need / 1e9:.1f} GB, and its disk has {free / 1e9:.1f} GB free: give "
                              "--npy PATH on a disk with room, or --model-size for depth at the model's shape")
 
     def _header(self) -> None:

@@ -1002,6 +1002,7 @@ def test_camcorder_and_old_phone_videos_are_read_as_videos(tiny_tflite, tmp_path
         assert np.load(tmp_path / "out" / f"{name}.npy").shape == (3, 48, 64)
     assert open_inputs(tmp_path).names == ["00001.MTS", "VID_0001.3gp"]
 
+
 def test_a_video_whose_stack_the_disk_cannot_hold_is_refused_and_a_full_disk_leaves_nothing(
         tiny_tflite, tmp_path, capsys, monkeypatch):
     """The stack's size is known at the first frame (frames x H x W x 4 bytes): more than the disk has free is
@@ -1021,6 +1022,15 @@ def test_a_video_whose_stack_the_disk_cannot_hold_is_refused_and_a_full_disk_lea
     err = capsys.readouterr().err
     assert f"the depth stack {out / 'd.npy'} of 6 frames at 64x48 (float32) takes 0.0 GB" in err
     assert "give --npy PATH on a disk with room, or --model-size" in err and list(out.iterdir()) == []
+    # Matroska and WebM (OBS's and browsers' screen recordings) write no frame count: the declared duration times
+    # the rate stands for it, for the progress bar's frames n/N and time left, and for this check (it was skipped)
+    make_video(tmp_path / "screen.mkv", 6)
+    assert main(["predict", str(tiny_tflite), str(tmp_path / "screen.mkv"), "-o", str(out / "s.mp4")]) == 2
+    assert f"the depth stack {out / 's.npy'} of about 6 frames at 64x48 (float32)" in capsys.readouterr().err
+    assert list(out.iterdir()) == []
+    assert (open_inputs(tmp_path / "screen.mkv").total, open_inputs(tmp_path / "screen.mkv").total_estimated) == (
+        6, True)
+    assert not open_inputs(tmp_path / "clip.mp4").total_estimated
     monkeypatch.setattr(predict_many.shutil, "disk_usage", lambda path: usage._replace(free=6 * 48 * 64 * 4))
     write = predict_many._Stack.add
 
