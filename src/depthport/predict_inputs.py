@@ -219,30 +219,23 @@ def open_video(path: Path) -> Inputs:
             if not container.streams.video:
                 raise InputError(f"{path} has no video stream")
             stream = container.streams.video[0]
-            fps, seconds = stream.average_rate or stream.guessed_rate, _declared_duration(container, stream)
-            estimate = max(1, round(seconds * fps)) if not stream.frames and seconds and fps else None
+            fps, span = stream.average_rate or stream.guessed_rate, _declared_span(container, stream)
+            estimate = max(1, round(span[1] * fps)) if not stream.frames and span and span[1] and fps else None
             return Inputs("video", str(path), [path], total=stream.frames or estimate,
                           total_estimated=estimate is not None, fps=fps, time_base=stream.time_base,
-                          end_s=_declared_end(container, stream))
+                          end_s=sum(span) if span else None)
     except av.error.FFmpegError as exc:
         raise InputError(f"cannot read video {path}: {_reason(exc)}") from None
 
 
-def _declared_end(container, stream) -> float | None:
-    """Where the header says the video stream ends, in seconds of its frames' clock: the stream's own start and
-    duration (MP4, MOV), else the container's (Matroska, WebM); None when neither is written."""
+def _declared_span(container, stream) -> tuple[float, float] | None:
+    """(start, duration) of the video stream as its header declares them, in seconds of its frames' clock: the
+    stream's own (MP4, MOV), else the container's (Matroska, WebM); None when neither is written."""
     if stream.duration is not None:
-        return float(((stream.start_time or 0) + stream.duration) * stream.time_base)
-    if container.duration is not None:
-        return ((container.start_time or 0) + container.duration) / 1e6  # av.time_base: microseconds
+        return float((stream.start_time or 0) * stream.time_base), float(stream.duration * stream.time_base)
+    if container.duration is not None:  # av.time_base: microseconds
+        return (container.start_time or 0) / 1e6, container.duration / 1e6
     return None
-
-
-def _declared_duration(container, stream) -> float | None:
-    """How long the header says the video stream lasts, in seconds: the stream's duration, else the container's."""
-    if stream.duration is not None:
-        return float(stream.duration * stream.time_base)
-    return container.duration / 1e6 if container.duration is not None else None
 
 
 def _reason(exc: Exception) -> str:
