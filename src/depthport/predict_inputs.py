@@ -55,6 +55,8 @@ class Inputs:
     fps: Fraction | None = None
     time_base: Fraction | None = None
     end_s: float | None = None  # a video's end as its header declares it, on its frames' clock (start + duration)
+    stored_wh: tuple[int, int] | None = None  # a video's frames as stored, before ``square_pixels`` and rotation
+    sar: Fraction | None = None  # a video's sample aspect ratio where its pixels are not square (HDV, AVCHD, DV)
     videos: list[str] = field(default_factory=list)  # videos beside images in a folder or pattern, passed over
     others: list[str] = field(default_factory=list)  # files a pattern matches not named like images (.json, .AAE)
     folders: list[str] = field(default_factory=list)  # a folder's subfolders, not searched (a trip's day1/, day2/)
@@ -71,7 +73,7 @@ class Inputs:
     def items(self) -> Iterator[Item]:
         """The items, read one at a time as the iteration reaches them."""
         if self.kind == "video":
-            return _frames(self.files[0], self.fps)
+            return _frames(self.files[0], self.fps, self.sar)
         return _images(self.files, self.names)
 
 
@@ -223,7 +225,8 @@ def open_video(path: Path) -> Inputs:
             estimate = max(1, round(span[1] * fps)) if not stream.frames and span and span[1] and fps else None
             return Inputs("video", str(path), [path], total=stream.frames or estimate,
                           total_estimated=estimate is not None, fps=fps, time_base=stream.time_base,
-                          end_s=sum(span) if span else None)
+                          end_s=sum(span) if span else None, stored_wh=(stream.width, stream.height),
+                          sar=_non_square(stream.sample_aspect_ratio))
     except av.error.FFmpegError as exc:
         raise InputError(f"cannot read video {path}: {_reason(exc)}") from None
 
@@ -242,10 +245,11 @@ def _reason(exc: Exception) -> str:
     return getattr(exc, "strerror", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
-def _frames(path: Path, fps: Fraction | None) -> Iterator[Item]:
-    """The video's frames upright (its display rotation applied), in presentation order. A packet that does not
-    decode, or a frame that does not convert to RGB, is an item with its error; a container that cannot be read
-    further ends the stream with one."""
+def _frames(path: Path, fps: Fraction | None, sar: Fraction | None = None) -> Iterator[Item]:
+    """The video's frames as players show them: with square pixels (``square_pixels``, its sample aspect ratio
+    ``sar``) and upright (its display rotation applied), in presentation order. A packet that does not decode, or a
+    frame that does not convert to RGB, is an item with its error; a container that cannot be read further ends the
+    stream with one."""
     import av
 
     with av.open(str(path)) as container:
@@ -269,7 +273,7 @@ def _frames(path: Path, fps: Fraction | None) -> Iterator[Item]:
                 continue
             for frame in frames:
                 try:
-                    image, error = upright(frame.to_image(), frame.rotation), None
+                    image, error = upright(square_pixels(frame.to_image(), sar), frame.rotation), None
                 except Exception as exc:  # a pixel format swscale cannot convert, a broken frame
                     image, error = None, f"cannot convert to RGB: {_reason(exc)}"
                 yield Item(f"frame {index}", image, error, _seconds(frame.time, index, fps), index)
@@ -281,6 +285,29 @@ def _seconds(time, index: int, fps: Fraction | None) -> float | None:
     if time is not None:
         return float(time)
     return float(index / fps) if fps else None
+
+
+def _non_square(sar: Fraction | None) -> Fraction | None:
+    """A sample aspect ratio that is written and is not 1:1 (0:1 and None say nothing), else None."""
+    return sar if sar and sar != 1 else None
+
+
+def square_pixels(image: Image.Image, sar: Fraction | None) -> Image.Image:
+    """A frame stored with non-square pixels (sample aspect ratio ``sar``: HDV's and AVCHD's 1440x1080 shown at
+    1920x1080, NTSC DV's 720x480 at 640x480) resized to the shape players show it: its width times ``sar``, its
+    height kept (bicubic)."""
+    if not sar:
+        return image
+    return image.resize((max(1, round(image.width * sar)), image.height), Image.Resampling.BICUBIC)
+
+
+def square_pixels_note(inputs: Inputs) -> str:
+    """The summary's note on a video stored with non-square pixels; "" for square ones."""
+    if not inputs.sar or not inputs.stored_wh:
+        return ""
+    w, h = inputs.stored_wh
+    return (f"its {w}x{h} frames have non-square pixels (sample aspect ratio {inputs.sar.numerator}:"
+            f"{inputs.sar.denominator}): read at {max(1, round(w * inputs.sar))}x{h}, as players show them")
 
 
 def upright(image: Image.Image, rotation: int) -> Image.Image:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import zlib
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -903,15 +904,18 @@ def test_several_files_given_one_by_one_are_taken_as_a_patterns_matches(tiny_tfl
         assert main(["predict", str(tiny_tflite), *map(str, bad), "-o", str(tmp_path / "none")]) == 2
         assert message in capsys.readouterr().err and not (tmp_path / "none").exists()
 
-def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0) -> list[tuple[int, int]]:
+def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0, sar: Fraction | None = None
+               ) -> list[tuple[int, int]]:
     """An MJPEG video (every frame a JPEG of its own), a different smooth picture in each frame; returns each
-    packet's byte offset in the file and size, for corrupting one frame."""
+    packet's byte offset in the file and size, for corrupting one frame. ``sar``: its pixels' aspect ratio."""
     with av.open(str(path), "w") as container:
         stream = container.add_stream("mjpeg", rate=rate)
         stream.height, stream.width = hw
         stream.pix_fmt = "yuvj420p"
         if rotation:
             stream.set_display_rotation(rotation)
+        if sar:
+            stream.codec_context.sample_aspect_ratio = sar
         for i in range(frames):
             frame = av.VideoFrame.from_image(photo(*hw, seed=i))
             for packet in stream.encode(frame):
@@ -1075,6 +1079,33 @@ def test_video_frames_are_turned_upright(tiny_tflite, tmp_path, capsys):
     assert np.array_equal(stack[0], first)
     with av.open(str(tmp_path / "d.mkv")) as container:
         assert (container.streams.video[0].width, container.streams.video[0].height) == (48, 64)
+
+
+def test_non_square_pixels_are_read_at_the_shape_players_show(tiny_tflite, tmp_path, capsys):
+    """A camcorder's HDV or AVCHD clip stores 1440x1080 with 4:3 pixels and players show 1920x1080: its frames are
+    widened to that shape before the depth (they were read squeezed, 64 wide for 96 here), then turned upright,
+    and the summary says so. The depth video has square pixels at that shape."""
+    make_video(tmp_path / "hdv.mkv", 2, sar=Fraction(3, 2))
+    make_video(tmp_path / "hdv_turned.mp4", 2, sar=Fraction(3, 2), rotation=90)
+    out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "hdv.mkv", "-o", tmp_path / "d.mp4"])
+    assert "its 64x48 frames have non-square pixels (sample aspect ratio 3:2): read at 96x48, as players show " \
+           "them" in out
+    stack = np.load(tmp_path / "d.npy")
+    assert stack.shape == (2, 48, 96)
+    with native_stderr_muted():
+        wide = decoded(tmp_path / "hdv.mkv")[0].resize((96, 48), Image.Resampling.BICUBIC)
+        assert np.array_equal(stack[0], Predictor(tiny_tflite).depth(wide))
+    with av.open(str(tmp_path / "d.mp4")) as container:
+        stream = container.streams.video[0]
+        assert (stream.width, stream.height) == (96, 48) and stream.sample_aspect_ratio in (None, 0, 1)
+    ok(capsys, ["predict", tiny_tflite, tmp_path / "hdv_turned.mp4", "-o", tmp_path / "t.mp4"])
+    assert np.load(tmp_path / "t.npy").shape == (2, 96, 48)  # widened as stored, then turned
+    from depthport.predict_inputs import square_pixels
+
+    assert square_pixels(wide, None) is wide
+    make_video(tmp_path / "square.mkv", 2)
+    out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "square.mkv", "-o", tmp_path / "s.mp4"])
+    assert "non-square" not in out and np.load(tmp_path / "s.npy").shape == (2, 48, 64)
 
 
 def test_corrupt_frame_is_skipped_and_counted(tiny_tflite, tmp_path, capsys):
