@@ -298,7 +298,11 @@ def square_pixels(image: Image.Image, sar: Fraction | None) -> Image.Image:
     height kept (bicubic)."""
     if not sar:
         return image
-    return image.resize((max(1, round(image.width * sar)), image.height), Image.Resampling.BICUBIC)
+    return image.resize((_shown_width(image.width, sar), image.height), Image.Resampling.BICUBIC)
+
+
+def _shown_width(width: int, sar: Fraction) -> int:
+    return max(1, round(width * sar))
 
 
 def square_pixels_note(inputs: Inputs) -> str:
@@ -307,7 +311,7 @@ def square_pixels_note(inputs: Inputs) -> str:
         return ""
     w, h = inputs.stored_wh
     return (f"its {w}x{h} frames have non-square pixels (sample aspect ratio {inputs.sar.numerator}:"
-            f"{inputs.sar.denominator}): read at {max(1, round(w * inputs.sar))}x{h}, as players show them")
+            f"{inputs.sar.denominator}): read at {_shown_width(w, inputs.sar)}x{h}, as players show them")
 
 
 def upright(image: Image.Image, rotation: int) -> Image.Image:
