@@ -13,8 +13,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "depthport"
 LAYERS: list[tuple[str, ...]] = [
-    ("__init__", "errors", "atomic", "scratch", "cache", "quiet", "focal", "file_kind", "preprocess", "outdir", "visualize",
-     "core"),
+    ("__init__", "errors", "atomic", "scratch", "cache", "quiet", "focal", "file_kind", "tone_map", "preprocess", "outdir",
+     "visualize", "core"),
     ("spec", "models", "runtimes", "web"),
     ("weights",),
     ("reference",),

@@ -12,6 +12,7 @@ from typing import Iterator
 
 from PIL import Image
 
+from . import tone_map
 from .core.formatting import listed
 from .core.images import archives_note, image_files, named_like_image, subfolders_advice
 from .core.patterns import has_pattern, local_path, pattern_files, pattern_root, present, relative_name
@@ -57,6 +58,7 @@ class Inputs:
     end_s: float | None = None  # a video's end as its header declares it, on its frames' clock (start + duration)
     stored_wh: tuple[int, int] | None = None  # a video's frames as stored, before ``square_pixels`` and rotation
     sar: Fraction | None = None  # a video's sample aspect ratio where its pixels are not square (HDV, AVCHD, DV)
+    hdr: str | None = None  # a video's HDR transfer ("HLG", "PQ"): its frames are tone-mapped (``tone_map``)
     videos: list[str] = field(default_factory=list)  # videos beside images in a folder or pattern, passed over
     others: list[str] = field(default_factory=list)  # files a pattern matches not named like images (.json, .AAE)
     folders: list[str] = field(default_factory=list)  # a folder's subfolders, not searched (a trip's day1/, day2/)
@@ -226,7 +228,8 @@ def open_video(path: Path) -> Inputs:
             return Inputs("video", str(path), [path], total=stream.frames or estimate,
                           total_estimated=estimate is not None, fps=fps, time_base=stream.time_base,
                           end_s=sum(span) if span else None, stored_wh=(stream.width, stream.height),
-                          sar=_non_square(stream.sample_aspect_ratio))
+                          sar=_non_square(stream.sample_aspect_ratio),
+                          hdr=tone_map.NAMES.get(stream.codec_context.color_trc))
     except av.error.FFmpegError as exc:
         raise InputError(f"cannot read video {path}: {_reason(exc)}") from None
 
@@ -246,10 +249,10 @@ def _reason(exc: Exception) -> str:
 
 
 def _frames(path: Path, fps: Fraction | None, sar: Fraction | None = None) -> Iterator[Item]:
-    """The video's frames as players show them: with square pixels (``square_pixels``, its sample aspect ratio
-    ``sar``) and upright (its display rotation applied), in presentation order. A packet that does not decode, or a
-    frame that does not convert to RGB, is an item with its error; a container that cannot be read further ends the
-    stream with one."""
+    """The video's frames as players show them on an ordinary screen: in SDR colours (``sdr_image``), with square
+    pixels (``square_pixels``, its sample aspect ratio ``sar``) and upright (its display rotation applied), in
+    presentation order. A packet that does not decode, or a frame that does not convert to RGB, is an item with its
+    error; a container that cannot be read further ends the stream with one."""
     import av
 
     with av.open(str(path)) as container:
@@ -273,7 +276,7 @@ def _frames(path: Path, fps: Fraction | None, sar: Fraction | None = None) -> It
                 continue
             for frame in frames:
                 try:
-                    image, error = upright(square_pixels(frame.to_image(), sar), frame.rotation), None
+                    image, error = upright(square_pixels(sdr_image(frame), sar), frame.rotation), None
                 except Exception as exc:  # a pixel format swscale cannot convert, a broken frame
                     image, error = None, f"cannot convert to RGB: {_reason(exc)}"
                 yield Item(f"frame {index}", image, error, _seconds(frame.time, index, fps), index)
@@ -285,6 +288,20 @@ def _seconds(time, index: int, fps: Fraction | None) -> float | None:
     if time is not None:
         return float(time)
     return float(index / fps) if fps else None
+
+
+def sdr_image(frame) -> Image.Image:
+    """A decoded frame in sRGB: an HDR one (PQ or HLG transfer) tone-mapped as a player shows it on an SDR screen
+    (``tone_map.to_sdr``), any other converted by swscale with its own colour matrix and range."""
+    if tone_map.is_hdr(frame.color_trc):
+        return Image.fromarray(tone_map.to_sdr(frame.to_ndarray(format="gbrpf32le"), frame.color_trc))
+    return frame.to_image()
+
+
+def hdr_note(inputs: Inputs) -> str:
+    """The summary's note on an HDR video's tone mapping; "" for an SDR one."""
+    return f"HDR video ({inputs.hdr}): its frames tone-mapped to SDR, as a player shows them on an ordinary " \
+           "screen" if inputs.hdr else ""
 
 
 def _non_square(sar: Fraction | None) -> Fraction | None:

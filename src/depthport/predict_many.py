@@ -36,7 +36,7 @@ from .focal import photos_note
 from .outdir import WrongSuffix, check_output_file, claim_output_files
 from .predict import NotADepthMap, Predictor, write_depth
 from .preprocess import FRAMES_KEY, STRETCH_NOTED, stretch_note
-from .predict_inputs import Inputs, Item, animations_note, passed_over, square_pixels_note
+from .predict_inputs import Inputs, Item, animations_note, hdr_note, passed_over, square_pixels_note
 from .visualize import not_finite
 
 VIDEO_FORMATS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska"}
@@ -233,7 +233,7 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
             tally.check_any()
             stack.finish()
         early = ends_early(inputs, last)
-        tally.notes += [early, square_pixels_note(inputs), stretched_note(tally, predictor)]
+        tally.notes += [early, hdr_note(inputs), square_pixels_note(inputs), stretched_note(tally, predictor)]
         stamps_tmp.write_text(json.dumps({
             "video": inputs.files[0].name, "fps": float(inputs.fps) if inputs.fps else None,
             "stack": paths[1].name, "frame": frames, "time_s": times, "skipped": skipped,

@@ -926,6 +926,85 @@ def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0,
         return [(p.pos, p.size) for p in container.demux(container.streams.video[0]) if p.size]
 
 
+def make_hdr_video(path: Path, rgb: np.ndarray, transfer: int, frames: int = 2) -> None:
+    """A 10-bit HEVC video (lossless, 4:2:0, BT.2020) whose frames show the sRGB picture ``rgb`` on an HDR screen,
+    as a phone records it: its light with SDR white at 203 cd/m², in BT.2020 primaries, through the PQ or the HLG
+    curve (HLG: the BT.2100 inverse OOTF for a 1000 cd/m² display first)."""
+    from depthport import tone_map
+
+    v = rgb.astype(np.float32) / 255
+    linear = np.where(v <= 0.04045, v / 12.92, ((v + 0.055) / 1.055) ** 2.4) @ np.array(
+        [[0.6274, 0.3293, 0.0433], [0.0691, 0.9195, 0.0114], [0.0164, 0.0880, 0.8956]], np.float32).T
+    nits = linear * tone_map.REFERENCE_WHITE
+    if transfer == tone_map.PQ:
+        m1, m2, c1, c2, c3 = 0.1593017578125, 78.84375, 0.8359375, 18.8515625, 18.6875
+        y = np.power(nits / 10000, m1)
+        signal = np.power((c1 + c2 * y) / (1 + c3 * y), m2)
+    else:
+        display = nits / tone_map.HLG_PEAK
+        scene = display * np.power(np.maximum(display @ tone_map._BT2020_LUMA, 1e-9), -0.2 / 1.2)[..., None]
+        a, b, c = 0.17883277, 0.28466892, 0.55991073
+        signal = np.where(scene <= 1 / 12, np.sqrt(3 * scene), a * np.log(np.maximum(12 * scene - b, 1e-9)) + c)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx265", rate=25)
+        stream.height, stream.width = rgb.shape[:2]
+        stream.pix_fmt = "yuv420p10le"
+        context = stream.codec_context
+        context.color_primaries, context.color_trc, context.colorspace, context.color_range = 9, transfer, 9, 1
+        stream.options = {"x265-params": "log-level=error:lossless=1"}
+        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(signal, np.float32), format="gbrpf32le")
+        frame = frame.reformat(format="yuv420p10le", dst_colorspace=9, dst_color_range=1)
+        for i in range(frames):
+            frame.pts = i
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+@pytest.mark.parametrize("transfer", ["HLG", "PQ"])
+def test_an_hdr_video_is_tone_mapped_as_a_player_shows_it(tiny_tflite, tmp_path, capsys, transfer):
+    """A phone's HDR video (an iPhone records HLG by default, other phones PQ) is read in the SDR colours a player
+    shows on an ordinary screen, within HEVC's 4:2:0 error and the highlights' roll-off of the picture it was made
+    from (mean 4.0-4.2 levels here); read as SDR (what swscale gives) its frames came out flat and grey (HLG, 33
+    levels off) or dark (PQ, 55)."""
+    from depthport import tone_map
+
+    code = {"HLG": tone_map.HLG, "PQ": tone_map.PQ}[transfer]
+    source = heic_source()
+    path = tmp_path / ("IMG_0001.MOV" if transfer == "HLG" else "PXL_0001.mkv")  # mov writes no PQ here
+    make_hdr_video(path, source, code)
+    inputs = open_inputs(path)
+    first = next(inputs.items()).image
+    assert np.abs(np.asarray(first).astype(int) - source).mean() < 6
+    assert inputs.hdr == transfer
+    assert np.abs(np.asarray(decoded(path)[0]).astype(int) - source).mean() > 15  # the test sees the failure
+    out, _ = ok(capsys, ["predict", tiny_tflite, path, "-o", tmp_path / "d.mp4"])
+    assert f"HDR video ({transfer}): its frames tone-mapped to SDR, as a player shows them on an ordinary screen" in out
+    with native_stderr_muted():
+        assert np.array_equal(np.load(tmp_path / "d.npy")[0], Predictor(tiny_tflite).depth(first))
+    make_video(tmp_path / "sdr.mp4", 2)
+    out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "sdr.mp4", "-o", tmp_path / "s.mp4"])
+    assert "HDR" not in out and open_inputs(tmp_path / "sdr.mp4").hdr is None
+
+
+def test_tone_mapping_keeps_sdr_white_and_rolls_highlights_off_below_it():
+    """Black is black and light below 80 % of diffuse white (203 cd/m²) keeps its SDR value; from there on light
+    (PQ up to 10,000 cd/m², HLG's peak) rolls off monotonically towards white without reaching it, so highlights
+    keep their order and nothing clips (diffuse white itself at 90 % linear, 244 of 255)."""
+    from depthport import tone_map
+
+    m1, m2, c1, c2, c3 = 0.1593017578125, 78.84375, 0.8359375, 18.8515625, 18.6875
+    nits = np.array([0, 1, 50, 150, 203, 400, 1000, 4000, 10000], np.float32)
+    y = np.power(nits / 10000, m1)
+    grey = np.repeat(np.power((c1 + c2 * y) / (1 + c3 * y), m2)[None, :, None], 3, axis=2)
+    shown = tone_map.to_sdr(grey, tone_map.PQ)[0, :, 0].astype(int)
+    assert shown[0] == 0 and np.all(np.diff(shown) >= 0) and shown[-1] <= 255
+    assert 222 <= shown[3] <= 225 and 240 <= shown[4] < shown[5] < shown[6]  # 150 cd/m²: 0.74 of white, sRGB 224
+    hlg = tone_map.to_sdr(np.array([[[0.0] * 3, [0.75] * 3, [1.0] * 3]], np.float32), tone_map.HLG)[0, :, 0]
+    assert hlg[0] == 0 and 240 <= hlg[1] < hlg[2]  # HLG's 75 % signal is diffuse white (BT.2408)
+
+
 def decoded(path: Path) -> list[Image.Image]:
     with av.open(str(path)) as container:
         return [frame.to_image() for frame in container.decode(video=0)]
