@@ -7,6 +7,7 @@ import io
 import math
 import os
 import re
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -139,6 +140,10 @@ def load_image(path: str | Path) -> Image.Image:
             reason = f"the file ends early (a copy or a download cut short?): {reason}"
         elif reason == "could not create decoder object":  # libwebp's, for a damaged or cut-short WebP
             reason = f"the file is damaged or cut short ({reason})"
+        elif reason == "Unable to locate Ghostscript on paths":  # Pillow renders PostScript through Ghostscript
+            reason = (f"a PostScript or EPS drawing, which Pillow renders only through Ghostscript (not installed): "
+                      f"render it to PNG first (gs -sDEVICE=png16m -r150 -o {shlex.quote(path.stem + '.png')} "
+                      f"{shlex.quote(path.name)})")
         raise InputError(f"cannot read image {path}: {reason}") from None
 
 

@@ -779,6 +779,15 @@ def test_a_file_no_decoder_reads_says_what_it_holds_and_what_to_do(tiny_tflite, 
         with pytest.raises(InputError, match=re.escape(f"cannot read image {tmp_path / name}: {reason}")):
             load_image(tmp_path / name)
     assert what_it_holds(tmp_path / "made" / "IMG_0001.jpg") is None  # a JPEG is no kind of its own here
+    figure = tmp_path / "figure 1.eps"  # Pillow opens PostScript, and renders it only through Ghostscript
+    figure.write_text("%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nnewpath 0 0 moveto 9 9 lineto stroke\n")
+    if shutil.which("gs") is None:  # it said 'Unable to locate Ghostscript on paths'
+        with pytest.raises(InputError, match=re.escape(
+                "a PostScript or EPS drawing, which Pillow renders only through Ghostscript (not installed): render "
+                "it to PNG first (gs -sDEVICE=png16m -r150 -o 'figure 1.png' 'figure 1.eps')")):
+            load_image(figure)
+    else:
+        assert load_image(figure).width > 0
     for name in ("IMG_0005.jpg", "IMG_0006.png", "IMG_0007.jpg"):
         shutil.copy(tmp_path / name, photos / name)
     out, err = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out"])
