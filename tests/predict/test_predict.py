@@ -960,7 +960,10 @@ def make_hdr_video(path: Path, rgb: np.ndarray, transfer: int, frames: int = 2) 
         stream.pix_fmt = "yuv420p10le"
         context = stream.codec_context
         context.color_primaries, context.color_trc, context.colorspace, context.color_range = 9, transfer, 9, 1
-        stream.options = {"x265-params": "log-level=error:lossless=1"}
+        # no B-frames and one frame thread: x265 then puts out each frame as one packet in order, every time (with
+        # its defaults the first packet's decode time came after its presentation time now and then, which the
+        # muxers refuse: 'Invalid argument', 'Not yet implemented')
+        stream.options = {"x265-params": "log-level=error:lossless=1:bframes=0:frame-threads=1"}
         frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(signal, np.float32), format="gbrpf32le")
         frame = frame.reformat(format="yuv420p10le", dst_colorspace=9, dst_color_range=1)
         for i in range(frames):
@@ -981,7 +984,7 @@ def test_an_hdr_video_is_tone_mapped_as_a_player_shows_it(tiny_tflite, tmp_path,
 
     code = {"HLG": tone_map.HLG, "PQ": tone_map.PQ}[transfer]
     source = heic_source()
-    path = tmp_path / ("IMG_0001.MOV" if transfer == "HLG" else "PXL_0001.mkv")  # mov writes no PQ here
+    path = tmp_path / ("IMG_0001.MOV" if transfer == "HLG" else "PXL_0001.mp4")  # an iPhone's, an Android phone's
     make_hdr_video(path, source, code)
     inputs = open_inputs(path)
     first = next(inputs.items()).image
