@@ -8,6 +8,7 @@ import math
 import os
 import re
 import shlex
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -144,6 +145,9 @@ def load_image(path: str | Path) -> Image.Image:
             reason = (f"a PostScript or EPS drawing, which Pillow renders only through Ghostscript (not installed): "
                       f"render it to PNG first (gs -sDEVICE=png16m -r150 -o {shlex.quote(path.stem + '.png')} "
                       f"{shlex.quote(path.name)})")
+        elif isinstance(exc, (OSError, SyntaxError, ValueError, EOFError, struct.error)):
+            # a decoder's own words: 'broken data stream when reading image file', 'Unsupported BMP header type (99)'
+            reason = f"the file is damaged, or a variant of its format Pillow does not decode: {reason}"
         raise InputError(f"cannot read image {path}: {reason}") from None
 
 

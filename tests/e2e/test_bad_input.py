@@ -248,6 +248,31 @@ def test_an_image_cut_short_says_so(tmp_path, suffix, message):
         load_image(tmp_path / f"cut.{suffix}")
 
 
+def _zeroed_idat(data: bytes) -> bytes:
+    at = data.index(b"IDAT") + 10
+    return data[:at] + bytes(20) + data[at + 20:]
+
+
+def _bmp_header_size(data: bytes) -> bytes:
+    return data[:14] + (99).to_bytes(4, "little") + data[18:]
+
+
+@pytest.mark.parametrize("suffix,damage,words", [
+    ("png", _zeroed_idat, "broken data stream when reading image file"),
+    ("bmp", _bmp_header_size, "Unsupported BMP header type (99)"),
+])
+def test_a_damaged_image_says_it_is_damaged(tmp_path, suffix, damage, words):
+    """A decoder's own words ('broken data stream when reading image file') were the whole line: now they follow what
+    they mean to someone holding the file."""
+    whole = tmp_path / f"whole.{suffix}"
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (60, 80, 3), np.uint8)).save(whole)
+    (tmp_path / f"bad.{suffix}").write_bytes(damage(whole.read_bytes()))
+    with pytest.raises(InputError, match=re.escape(f"cannot read image {tmp_path / f'bad.{suffix}'}: the file is "
+                                                   f"damaged, or a variant of its format Pillow does not decode: "
+                                                   f"{words}")):
+        load_image(tmp_path / f"bad.{suffix}")
+
+
 def rgba_with_hidden_colour() -> Image.Image:
     """40x50 RGBA: left columns fully transparent over a saturated green, a half-transparent band, the rest opaque."""
     rgb = np.random.default_rng(0).integers(0, 255, (40, 50, 3), np.uint8)
