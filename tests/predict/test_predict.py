@@ -935,6 +935,13 @@ def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0,
         return [(p.pos, p.size) for p in container.demux(container.streams.video[0]) if p.size]
 
 
+def pq_signal(nits: np.ndarray) -> np.ndarray:
+    """SMPTE ST 2084's inverse EOTF: light in cd/m² -> PQ signal in 0..1."""
+    m1, m2, c1, c2, c3 = 0.1593017578125, 78.84375, 0.8359375, 18.8515625, 18.6875
+    y = np.power(nits / 10000, m1)
+    return np.power((c1 + c2 * y) / (1 + c3 * y), m2)
+
+
 def make_hdr_video(path: Path, rgb: np.ndarray, transfer: int, frames: int = 2) -> None:
     """A 10-bit HEVC video (lossless, 4:2:0, BT.2020) whose frames show the sRGB picture ``rgb`` on an HDR screen,
     as a phone records it: its light with SDR white at 203 cd/m², in BT.2020 primaries, through the PQ or the HLG
@@ -946,9 +953,7 @@ def make_hdr_video(path: Path, rgb: np.ndarray, transfer: int, frames: int = 2) 
         [[0.6274, 0.3293, 0.0433], [0.0691, 0.9195, 0.0114], [0.0164, 0.0880, 0.8956]], np.float32).T
     nits = linear * tone_map.REFERENCE_WHITE
     if transfer == tone_map.PQ:
-        m1, m2, c1, c2, c3 = 0.1593017578125, 78.84375, 0.8359375, 18.8515625, 18.6875
-        y = np.power(nits / 10000, m1)
-        signal = np.power((c1 + c2 * y) / (1 + c3 * y), m2)
+        signal = pq_signal(nits)
     else:
         display = nits / tone_map.HLG_PEAK
         scene = display * np.power(np.maximum(display @ tone_map._BT2020_LUMA, 1e-9), -0.2 / 1.2)[..., None]
@@ -1006,10 +1011,8 @@ def test_tone_mapping_keeps_sdr_white_and_rolls_highlights_off_below_it():
     keep their order and nothing clips (diffuse white itself at 90 % linear, 244 of 255)."""
     from depthport import tone_map
 
-    m1, m2, c1, c2, c3 = 0.1593017578125, 78.84375, 0.8359375, 18.8515625, 18.6875
     nits = np.array([0, 1, 50, 150, 203, 400, 1000, 4000, 10000], np.float32)
-    y = np.power(nits / 10000, m1)
-    grey = np.repeat(np.power((c1 + c2 * y) / (1 + c3 * y), m2)[None, :, None], 3, axis=2)
+    grey = np.repeat(pq_signal(nits)[None, :, None], 3, axis=2)
     shown = tone_map.to_sdr(grey, tone_map.PQ)[0, :, 0].astype(int)
     assert shown[0] == 0 and np.all(np.diff(shown) >= 0) and shown[-1] <= 255
     assert 222 <= shown[3] <= 225 and 240 <= shown[4] < shown[5] < shown[6]  # 150 cd/m²: 0.74 of white, sRGB 224
