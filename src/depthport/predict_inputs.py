@@ -14,16 +14,13 @@ from PIL import Image
 
 from . import tone_map
 from .core.formatting import listed
-from .core.images import archives_note, image_files, named_like_image, subfolders_advice
+from .core.images import archives_note, folder_contents, named_like_image, no_images, others_named, subfolders_advice
 from .core.patterns import has_pattern, local_path, pattern_files, pattern_root, present, relative_name
 from .core.prompts import is_prompt_file
 from .errors import InputError
-from .file_kind import head, starts_as_video
+from .file_kind import ARCHIVE_SUFFIXES, VIDEO_SUFFIXES, head, starts_as_video
 from .preprocess import RAW_SUFFIXES, load_image
 
-# What phones, cameras and camcorders write (AVCHD's .MTS/.M2TS, older phones' .3gp), and the common containers
-VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".mts", ".m2ts", ".3gp",
-                  ".3g2", ".wmv", ".asf", ".flv", ".f4v", ".ogv", ".vob", ".mxf", ".dv")
 _ROTATIONS = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, -180: Image.Transpose.ROTATE_180,
               -90: Image.Transpose.ROTATE_270, 270: Image.Transpose.ROTATE_270}
 
@@ -60,7 +57,7 @@ class Inputs:
     sar: Fraction | None = None  # a video's sample aspect ratio where its pixels are not square (HDV, AVCHD, DV)
     hdr: str | None = None  # a video's HDR transfer ("HLG", "PQ"): its frames are tone-mapped (``tone_map``)
     videos: list[str] = field(default_factory=list)  # videos beside images in a folder or pattern, passed over
-    others: list[str] = field(default_factory=list)  # files a pattern matches not named like images (.json, .AAE)
+    others: list[str] = field(default_factory=list)  # files of a folder or pattern not named like images (.json, .zip)
     folders: list[str] = field(default_factory=list)  # a folder's subfolders, not searched (a trip's day1/, day2/)
     origin: str = ""  # for "images" and "videos": "folder", "pattern" or "files" (several given one by one)
 
@@ -80,15 +77,15 @@ class Inputs:
 
 
 def open_inputs(source: str | Path) -> Inputs:
-    """The inputs ``source`` names: an existing folder (its image files, as ``core.images.image_files`` lists
-    them, not recursive), a video (``_is_video``: by its suffix, or by its first bytes where its name says
-    nothing), a quoted glob pattern (every file it matches, ``**`` recursive, sorted by path), else one image.
-    Videos beside images in a folder or matching a pattern are passed over (``Inputs.videos``: the summary names
-    them); a folder or pattern with videos and no image is its videos. Files a pattern matches that are not named
-    like images are passed over (``Inputs.others``: Google Takeout's .json and the iPhone's .AAE sidecars; a file
-    with no suffix is tried). A pattern matching nothing, a folder or pattern with neither image nor video, or a
-    video that cannot be opened is an InputError. A leading ``~`` is the home folder (a quoted pattern reaches us
-    unexpanded); a URL is refused in one line."""
+    """The inputs ``source`` names: an existing folder (its images, as ``core.images.folder_contents`` lists them,
+    not recursive, and its camera RAW files without a JPEG beside them), a video (``_is_video``: by its suffix, or by
+    its first bytes where its name says nothing), a quoted glob pattern (every file it matches, ``**`` recursive,
+    sorted by path), else one image. Videos beside images in a folder or matching a pattern are passed over
+    (``Inputs.videos``: the summary names them); a folder or pattern with videos and no image is its videos. A
+    folder's or a pattern's files not named like images are passed over (``Inputs.others``: Google Takeout's .json
+    and the iPhone's .AAE sidecars, archives; a pattern's file with no suffix is tried). A pattern matching nothing,
+    a folder or pattern with neither image nor video, or a video that cannot be opened is an InputError. A leading
+    ``~`` is the home folder (a quoted pattern reaches us unexpanded); a URL is refused in one line."""
     text = local_path(str(source))
     path = Path(text)
     if path.is_dir():
@@ -138,8 +135,8 @@ def _sorted_out(files: list[Path], source: str, root: Path, what: str, origin: s
     for f in files:
         (videos if _is_video(f) else images if _maybe_image(f) else others).append(f)
     if not images and not videos:
-        archives = archives_note(others)
-        raise InputError(f"{what} no file named like an image or a video: {_others(others)}"
+        archives = archives_note([p.name for p in others if p.suffix.lower() in ARCHIVE_SUFFIXES])
+        raise InputError(f"{what} no file named like an image or a video: {others_named(others)}"
                          f"{'; ' + archives if archives else ''}")
     inputs = Inputs("images" if images else "videos", source, images or videos, root=root, origin=origin)
     inputs.videos = inputs.relative(videos) if images else []
@@ -153,22 +150,20 @@ def _maybe_image(path: Path) -> bool:
 
 
 def _open_folder(path: Path, text: str) -> Inputs:
-    """A folder's images; its videos (a phone's Live Photo .MOV beside each .HEIC) are passed over, and the summary
-    names them; a folder of videos and no image is its videos. Its subfolders are not searched, and the summary
-    names them with the pattern that reads them."""
-    try:
-        entries = sorted(p for p in path.iterdir() if not p.name.startswith("."))
-    except OSError:
-        entries = []
-    videos = [p.name for p in entries if p.suffix.lower() in VIDEO_SUFFIXES and p.is_file()]
-    folders = [p.name for p in entries if p.is_dir()]
-    try:
-        files = image_files(path)
-    except InputError:
+    """A folder's images (``folder_contents``), with its camera RAW files that have no JPEG beside them, which are
+    skipped with what to do, as a pattern's are; its videos (a phone's Live Photo .MOV beside each .HEIC), archives
+    and other files are passed over, and the summary names them; a folder of videos and no image is its videos.
+    Its subfolders are not searched, and the summary names them with the pattern that reads them."""
+    contents = folder_contents(path)
+    videos, others = [p.name for p in contents.videos], [p.name for p in contents.archives + contents.others]
+    if not contents.images:
         if not videos:
-            raise
-        return Inputs("videos", text, [path / name for name in videos], root=path, folders=folders, origin="folder")
-    return Inputs("images", text, files, root=path, videos=videos, folders=folders, origin="folder")
+            raise no_images(path, contents)
+        others += [p.name for p in contents.raws]
+        return Inputs("videos", text, [path / name for name in videos], root=path, folders=contents.folders,
+                      others=sorted(others), origin="folder")
+    return Inputs("images", text, sorted(contents.images + contents.raws), root=path, videos=videos,
+                  others=sorted(others), folders=contents.folders, origin="folder")
 
 
 def _videos(names: list[str]) -> str:
@@ -183,20 +178,17 @@ def animations_note(names: list[str]) -> str:
     return f"{listed('animated image', names)}: the depth of {whose} first frame"
 
 
-def _others(names: list[str] | list[Path]) -> str:
-    """'3 other files (.AAE, .json)': the suffixes of files not named like images."""
-    suffixes = sorted({Path(name).suffix for name in names}, key=str.lower)
-    return f"{len(names)} other file{'s' * (len(names) != 1)} ({', '.join(suffixes)})"
-
-
 def passed_over(inputs: Inputs) -> str:
     """The summary's note on what a folder or pattern held beside its images and was not read; "" for nothing."""
     where = {"folder": "in the folder", "files": "among the files given"}.get(inputs.origin, "matching the pattern")
     notes = [f"{_videos(inputs.videos)} {where} passed over: give them on their own, one video or a pattern of "
              f"videos ('{inputs.root / ('*' + Path(inputs.videos[0]).suffix)}')"] if inputs.videos else []
-    if inputs.others:
-        notes.append(f"{_others(inputs.others)} {where} passed over, not named like "
+    archives = [name for name in inputs.others if Path(name).suffix.lower() in ARCHIVE_SUFFIXES]
+    if others := [name for name in inputs.others if name not in archives]:
+        notes.append(f"{others_named(others)} {where} passed over, not named like "
                      f"{'videos' if inputs.kind == 'videos' else 'images'}")
+    if archives:
+        notes.append(archives_note(archives))
     if inputs.folders:
         notes.append(subfolders_advice(Path(inputs.source), inputs.folders))
     return "; ".join(notes)

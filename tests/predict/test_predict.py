@@ -593,8 +593,8 @@ def test_bad_image_in_a_folder_is_skipped_and_counted(tiny_tflite, photos, tmp_p
     assert "skipped bad.jpg: cannot read image" in err
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.jpg.png", "a.png.png", "b.png", "c.png"]
     pattern = f"{photos}/**/*"  # a trip's day1/, day2/: the subfolder is named with the pattern that reads it
-    assert f" fps; 1 folder (sub) in the folder not searched: for every image under it give a quoted pattern, " \
-           f"'{pattern}'; " in out
+    assert f" fps; 1 other file (.txt) in the folder passed over, not named like images; 1 folder (sub) in the " \
+           f"folder not searched: for every image under it give a quoted pattern, '{pattern}'; " in out
     out, _ = ok(capsys, ["predict", tiny_tflite, pattern, "-o", tmp_path / "all"])
     assert "6 images, 1 skipped (bad.jpg: " in out and (tmp_path / "all" / "sub" / "d.png").is_file()
 
@@ -698,6 +698,22 @@ def test_camera_raw_is_refused_with_what_to_do_and_passed_over_beside_its_jpeg(t
     with pytest.raises(InputError, match=r"; 1 folder \(100APPLE\) in the folder not searched: for every image under "
                                          r"it give a quoted pattern, '.*/\*\*/\*'"):
         folder_set(tmp_path)
+
+def test_a_folder_names_its_raw_files_without_a_jpeg_its_archives_and_its_other_files(tiny_tflite, photos, tmp_path,
+                                                                                     capsys):
+    """A folder given to predict said nothing of what it held beside its images and videos: a RAW file with no JPEG
+    beside it (a shot taken in RAW only) is now skipped with what to do, as a pattern skips it, an archive is named
+    as not unpacked, and sidecars and documents as passed over; a RAW file beside its JPEG is not named."""
+    (photos / "a.CR2").write_bytes(b"II*\x00\x10\x00\x00\x00CR\x02\x00")  # beside a.jpg: the camera's pair
+    (photos / "e.NEF").write_bytes(b"MM\x00*\x00\x00\x00\x08")  # RAW only
+    (photos / "more photos.zip").write_bytes(b"PK\x03\x04" + b"\x00" * 26)
+    out, err = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out"])
+    assert "5 images, 1 skipped (e.NEF: cannot read image" in out and "camera RAW is sensor data to be developed" in err
+    assert "; 1 other file (.txt) in the folder passed over, not named like images; 1 archive (more photos.zip) not " \
+           "unpacked: unpack it first and give the folder of its images; 1 folder (sub)" in out
+    assert "a.CR2" not in out + err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.jpg.png", "a.png.png", "b.png", "c.png"]
+
 
 def test_jpeg_xl_svg_and_broken_links_are_skipped_with_what_to_do_not_passed_over(tiny_tflite, photos, tmp_path,
                                                                                    capsys):
@@ -836,7 +852,8 @@ def test_videos_in_a_folder_of_photos_are_passed_over_and_named(tiny_tflite, pho
     out, _ = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out"])
     assert "4 images, 0 skipped, " in out
     assert f" fps; 2 videos (IMG_0001.MOV, IMG_0002.MOV) in the folder passed over: give them on their own, one " \
-           f"video or a pattern of videos ('{photos}/*.MOV'); 1 folder (sub) in the folder not searched" in out
+           f"video or a pattern of videos ('{photos}/*.MOV'); 1 other file (.txt) in the folder passed over, not " \
+           "named like images; 1 folder (sub) in the folder not searched" in out
     assert not any(p.name.startswith("IMG_") for p in (tmp_path / "out").iterdir())
     (photos / "IMG_0001.AAE").write_text("<plist/>")  # the iPhone's edit sidecar; Google Takeout's .json alike
     out, _ = ok(capsys, ["predict", tiny_tflite, f"{photos}/*", "-o", tmp_path / "pattern"])  # the same by a pattern

@@ -412,6 +412,31 @@ def test_a_folder_whose_subfolders_are_passed_over_is_told_how_to_read_them(tmp_
                                                                  "top.jpg"]
 
 
+def test_what_an_images_folder_holds_beside_its_images_is_named_before_the_work(tmp_path):
+    """A phone's or a camera's folder given as --images: its videos, the RAW files with no JPEG beside them, its
+    sidecars and documents are named as not read, and its archives as not unpacked (they were left out in silence);
+    a RAW file beside its JPEG (what a camera writes) is not named."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from depthport.cli.common import images_note
+
+    folder = tmp_path / "card"
+    folder.mkdir()
+    for name in ("IMG_0001.JPG", "IMG_0002.JPG"):
+        Image.new("RGB", (40, 30)).save(folder / name)
+    for name in ("IMG_0001.CR2", "IMG_0003.CR2", "IMG_0004.MOV", "IMG_0002.AAE", "notes.pdf", "more.zip"):
+        (folder / name).write_bytes(b"\x00" * 16)
+    out = StringIO()
+    images_note(Console(file=out, width=400), str(folder))
+    assert out.getvalue().strip() == (
+        f"--images {folder}: 1 video (IMG_0004.MOV), 1 camera RAW file (IMG_0003.CR2) and 2 other files (.AAE, .pdf) "
+        "in the folder not read (images only); 1 archive (more.zip) not unpacked: unpack it first and give the "
+        "folder of its images")
+    assert [name for name, _ in folder_set(folder)] == ["IMG_0001.JPG", "IMG_0002.JPG"]
+
+
 @pytest.mark.parametrize("mode", ["I", "F"])
 def test_unsupported_image_mode_is_a_clear_error(tmp_path, mode):
     Image.new(mode, (30, 20)).save(tmp_path / "x.tiff")

@@ -123,14 +123,15 @@ def export_size(args, default_hw: tuple[int, int]) -> tuple[int, int]:
 
 
 def images_note(err, images: str) -> None:
-    """The --images folder's subfolders, which its reading passes over, said before the work (``subfolders_note``);
-    nothing where the folder holds no image: its refusal names them."""
+    """What the --images folder holds that its reading passes over (videos, RAW files, other files, archives,
+    subfolders: ``unread_note``), said before the work; nothing where the folder holds no image: its refusal names
+    them."""
     from rich.markup import escape
 
-    from ..core.images import image_files, subfolders_note
+    from ..core.images import image_files, unread_note
     from ..core.patterns import local_path
 
-    if not (note := subfolders_note(images)):
+    if not (note := unread_note(images)):
         return
     try:
         image_files(local_path(images))

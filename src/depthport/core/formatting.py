@@ -19,3 +19,8 @@ def listed(noun: str, names: list[str]) -> str:
     """'2 videos (IMG_0001.MOV, IMG_0002.MOV)': how many, the first three named."""
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
     return f"{len(names)} {noun}{'s' * (len(names) != 1)} ({shown})"
+
+
+def in_words(items: list[str]) -> str:
+    """'a, b and c'."""
+    return " and ".join([", ".join(items[:-1]), items[-1]] if len(items) > 1 else items)

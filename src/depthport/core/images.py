@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageFile
 
 from ..errors import utf8_text
-from ..file_kind import ARCHIVE_SUFFIXES
+from ..file_kind import ARCHIVE_SUFFIXES, VIDEO_SUFFIXES
 from ..preprocess import RAW_ADVICE, RAW_SUFFIXES, UNDECODED, InputError, load_image
-from .formatting import listed
+from .formatting import in_words, listed
 from .patterns import has_pattern, local_path, pattern_files, present, relative_name, set_root
 from .prompts import is_prompt_file
 
@@ -71,12 +72,20 @@ def builtin_set() -> list[tuple[str, Image.Image]]:
     return [(name, builtin_image(name)) for name in BUILTIN]
 
 
-def image_files(folder: str | Path) -> list[Path]:
-    """The files in ``folder`` named like an image (``named_like_image``; broken links too), sorted by name; hidden
-    files (a dot first: macOS's ``._IMG_0001.JPG`` metadata twins on copied cards and drives) are passed over, as a
-    shell's ``*`` passes them over, and so are camera RAW files (a camera writes a JPEG beside each). A folder that
-    is missing, cannot be listed or holds no image is an InputError naming what was looked for (and the RAW files,
-    if it holds those)."""
+@dataclass
+class FolderContents:
+    """A folder's files sorted by what they are, each list sorted by name; hidden files (a dot first: macOS's
+    ``._IMG_0001.JPG`` metadata twins on copied cards and drives) are left out, as a shell's ``*`` leaves them."""
+    images: list[Path]  # named like an image (``named_like_image``; broken links too), prompt files left out
+    videos: list[Path]
+    raws: list[Path]  # camera RAW files with no image of the same name beside them (a camera writes a JPEG beside each)
+    archives: list[Path]
+    others: list[Path]  # any other file: sidecars (.AAE, .json), documents
+    folders: list[str]
+
+
+def folder_contents(folder: str | Path) -> FolderContents:
+    """What ``folder`` holds (``FolderContents``). A folder that is missing or cannot be listed is an InputError."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"image folder not found: {folder}")
@@ -84,34 +93,70 @@ def image_files(folder: str | Path) -> list[Path]:
         entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     except OSError as exc:
         raise InputError(f"cannot list the image folder {folder}: {exc.strerror or exc}") from None
-    files = [p for p in entries if named_like_image(p) and present(p) and not is_prompt_file(p)]
-    if not files:
-        raws = sorted({p.suffix for p in entries if p.suffix.lower() in RAW_SUFFIXES and p.is_file()})
-        raw = f"; its camera RAW files ({', '.join(raws)}) are not read: {RAW_ADVICE}" if raws else ""
-        notes = [note for note in (archives_note(entries), subfolders_note(folder)) if note]
-        raise InputError(f"no images in {folder} ({looked_for()}){raw}{''.join('; ' + n for n in notes)}")
-    return files
+    images = [p for p in entries if named_like_image(p) and present(p) and not is_prompt_file(p)]
+    files = [p for p in entries if p.is_file() and not named_like_image(p)]
+    stems = {p.stem.lower() for p in images}
+
+    def suffixed(suffixes: tuple[str, ...]) -> list[Path]:
+        return [p for p in files if p.suffix.lower() in suffixes]
+
+    return FolderContents(
+        images=images, videos=suffixed(VIDEO_SUFFIXES), archives=suffixed(ARCHIVE_SUFFIXES),
+        raws=[p for p in suffixed(RAW_SUFFIXES) if p.stem.lower() not in stems],
+        others=[p for p in files if p.suffix.lower() not in (*VIDEO_SUFFIXES, *RAW_SUFFIXES, *ARCHIVE_SUFFIXES)],
+        folders=[p.name for p in entries if p.is_dir()])
 
 
-def archives_note(files: list[Path]) -> str:
+def image_files(folder: str | Path) -> list[Path]:
+    """The images of ``folder`` (``folder_contents``): camera RAW files and everything else are passed over. A
+    folder that is missing, cannot be listed or holds no image is an InputError naming what was looked for (and the
+    RAW files, archives and subfolders it holds)."""
+    contents = folder_contents(folder)
+    if not contents.images:
+        raise no_images(folder, contents)
+    return contents.images
+
+
+def no_images(folder: str | Path, contents: FolderContents) -> InputError:
+    """The error for a folder with no image: what was looked for, and the RAW files, archives and subfolders it
+    holds."""
+    raws = sorted({p.suffix for p in contents.raws})
+    raw = f"; its camera RAW files ({', '.join(raws)}) are not read: {RAW_ADVICE}" if raws else ""
+    notes = [note for note in (archives_note([p.name for p in contents.archives]),
+                               subfolders_advice(Path(folder), contents.folders) if contents.folders else "") if note]
+    return InputError(f"no images in {folder} ({looked_for()}){raw}{''.join('; ' + n for n in notes)}")
+
+
+def archives_note(names: list[str]) -> str:
     """'2 archives (photos.zip, day2.tar.gz) not unpacked: unpack them first and give the folder of their images'
-    for the archives among ``files`` (by suffix), else ''."""
-    archives = [p.name for p in files if p.suffix.lower() in ARCHIVE_SUFFIXES and p.is_file()]
-    if not archives:
+    for ``names``, else ''."""
+    if not names:
         return ""
-    them = "them" if len(archives) > 1 else "it"
-    return (f"{listed('archive', archives)} not unpacked: unpack {them} first and give the folder of "
-            f"{'their' if len(archives) > 1 else 'its'} images")
+    them = "them" if len(names) > 1 else "it"
+    return (f"{listed('archive', names)} not unpacked: unpack {them} first and give the folder of "
+            f"{'their' if len(names) > 1 else 'its'} images")
 
 
-def subfolders_note(folder: str | Path) -> str:
-    """``subfolders_advice`` for a folder with subfolders (which a folder's reading passes over), else ''."""
-    folder = Path(local_path(str(folder)))
+def unread_note(folder: str | Path) -> str:
+    """What an image set read from ``folder`` leaves out, in a line ('1 video (c.mp4), 2 other files (.pdf, .txt)
+    in the folder not read: ...'), else ''. A folder that cannot be listed: ''."""
     try:
-        subfolders = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
-    except OSError:  # not a folder (a file, a pattern), or one that cannot be listed
+        contents = folder_contents(local_path(str(folder)))
+    except InputError:
         return ""
-    return subfolders_advice(folder, subfolders) if subfolders else ""
+    unread = [listed("video", [p.name for p in contents.videos]) if contents.videos else "",
+              listed("camera RAW file", [p.name for p in contents.raws]) if contents.raws else "",
+              others_named(contents.others) if contents.others else ""]
+    notes = [f"{in_words([u for u in unread if u])} in the folder not read (images only)" if any(unread) else "",
+             archives_note([p.name for p in contents.archives]),
+             subfolders_advice(Path(folder), contents.folders) if contents.folders else ""]
+    return "; ".join(n for n in notes if n)
+
+
+def others_named(names: list[str] | list[Path]) -> str:
+    """'3 other files (.AAE, .json)': the suffixes of files that are neither images nor videos."""
+    suffixes = sorted({Path(name).suffix or "no suffix" for name in names}, key=str.lower)
+    return f"{len(names)} other file{'s' * (len(names) != 1)} ({', '.join(suffixes)})"
 
 
 def subfolders_advice(folder: Path, subfolders: list[str]) -> str:
