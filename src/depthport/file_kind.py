@@ -1,10 +1,12 @@
 """What a file holds, by its first bytes, where its name does not say or says wrong: a video saved without its
 suffix, and for a file no image decoder recognised, one line on what it is and what to do instead (an archive to
-unpack, a web page saved in place of the photo, a Git LFS pointer, an HDR image, ...)."""
+unpack, a web page saved in place of the photo, a Git LFS pointer, an HDR image, a TIFF of a form Pillow does not
+decode: its first image directory read, ``tiff_tags``, ...)."""
 
 from __future__ import annotations
 
 import shlex
+import struct
 from pathlib import Path
 
 HEAD_BYTES = 512  # enough for a tar header's magic (at byte 257) and a web page's first tag
@@ -83,6 +85,9 @@ def what_it_holds(path: Path) -> str | None:
     for magic, line in _MAGIC:
         if start.startswith(magic):
             return line.format(name=shlex.quote(path.name), stem=shlex.quote(stem))
+    if form := _tiff_form(path, start):
+        return (f"a TIFF of {form}, a form Pillow does not decode: save it as an 8- or 16-bit RGB TIFF, a PNG or a "
+                "JPEG first")
     if start[257:262] == b"ustar":
         return "a tar archive: " + _UNPACK.format(command=f"tar -xf {shlex.quote(path.name)}")
     if suffix := _video_suffix(start):
@@ -97,6 +102,56 @@ def what_it_holds(path: Path) -> str | None:
     if start and b"\x00" not in start and _is_text(start):
         return "a text file, not an image"
     return None
+
+
+# TIFF tags (TIFF 6.0): BitsPerSample, PhotometricInterpretation, SamplesPerPixel, PlanarConfiguration, SampleFormat
+_TIFF_TAGS = {258: "bits", 262: "photometric", 277: "samples", 284: "planar", 339: "format"}
+_PHOTOMETRIC = {0: "greyscale", 1: "greyscale", 2: "RGB", 3: "palette", 5: "CMYK", 6: "YCbCr", 8: "CIELab",
+                32844: "LogL", 32845: "LogLuv", 34892: "linear raw"}
+_SAMPLE_FORMAT = {1: "", 2: " signed-integer", 3: " floating-point"}
+
+
+def tiff_tags(path: Path, start: bytes | None = None) -> dict[str, int] | None:
+    """The first values of ``_TIFF_TAGS`` in the first image directory of a TIFF (or BigTIFF) file: {"bits": 16,
+    "photometric": 2, "samples": 3, "planar": 2, ...}, the tags it holds; None for any other file, or a TIFF whose
+    directory is cut short or damaged. ``start``: the file's first bytes, where already read."""
+    start = head(path, 16) if start is None else start
+    order = {b"II": "<", b"MM": ">"}.get(start[:2])
+    if order is None or len(start) < 16 or struct.unpack(order + "H", start[2:4])[0] not in (42, 43):
+        return None
+    big = struct.unpack(order + "H", start[2:4])[0] == 43
+    count_fmt, entry_size, value_fmt = ("Q", 20, "Q") if big else ("H", 12, "I")
+    offset = struct.unpack(order + ("Q" if big else "I"), start[8:16] if big else start[4:8])[0]
+    values = {}
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            (count,) = struct.unpack(order + count_fmt, f.read(struct.calcsize(count_fmt)))
+            table = f.read(entry_size * min(count, 4096))
+            for i in range(len(table) // entry_size):
+                entry = table[i * entry_size:(i + 1) * entry_size]
+                tag, kind = struct.unpack(order + "HH", entry[:4])
+                if tag in _TIFF_TAGS and kind == 3:  # SHORT: the first value, in the entry or where it points
+                    n = struct.unpack(order + value_fmt, entry[4:12] if big else entry[4:8])[0]
+                    field = entry[12:] if big else entry[8:]
+                    if n * 2 > len(field):
+                        f.seek(struct.unpack(order + value_fmt, field)[0])
+                        field = f.read(2)
+                    values[_TIFF_TAGS[tag]] = struct.unpack(order + "H", field[:2])[0]
+    except (OSError, struct.error, ValueError, OverflowError):
+        return None
+    return values if "bits" in values else None
+
+
+def _tiff_form(path: Path, start: bytes) -> str | None:
+    """'32-bit floating-point RGB (3 samples per pixel)' for a TIFF whose first image directory reads, else None."""
+    if (tags := tiff_tags(path, start)) is None:
+        return None
+    samples = tags.get("samples", 1)
+    colour = _PHOTOMETRIC.get(tags.get("photometric", -1), f"photometric {tags.get('photometric')}")
+    apart = ", its planes stored apart" if tags.get("planar") == 2 and samples > 1 else ""
+    return (f"{tags['bits']}-bit{_SAMPLE_FORMAT.get(tags.get('format', 1), '')} {colour} ({samples} sample"
+            f"{'s' * (samples != 1)} per pixel{apart})")
 
 
 def _stem(path: Path) -> str:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pi_heif
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageOps, TiffImagePlugin, UnidentifiedImageError
 
 from .errors import InputError
-from .file_kind import JPEG_XL, OPENEXR, RADIANCE, SVG, what_it_holds
+from .file_kind import JPEG_XL, OPENEXR, RADIANCE, SVG, tiff_tags, what_it_holds
 from .focal import focal_35mm
 
 # HEIC/HEIF (the iPhone's default, Samsung's and Fujifilm's .HIF) through libheif: pi-heif is pillow-heif's decoding
@@ -112,14 +112,15 @@ def load_image(path: str | Path) -> Image.Image:
     if path.suffix.lower() in RAW_SUFFIXES:
         raise InputError(f"cannot read image {path}: {RAW_ADVICE}")
     try:
-        with _pixel_limit(), Image.open(path) as img:
+        with _pillow_for(path), Image.open(path) as img:
             if (pixels := img.width * img.height) > MAX_PIXELS:
                 raise InputError(f"cannot read image {path}: {img.width}x{img.height} is {pixels / 1e6:.0f} "
                                  f"megapixels, above the {MAX_PIXELS / 1e6:.0f} depthport reads; downscale it first")
             img.load()
             if img.mode in ("I", "F"):
-                raise InputError(f"unsupported image mode {img.mode!r} in {path}: a 32-bit greyscale image "
-                                 "has no defined mapping to 8-bit RGB; convert it to 8 bits first")
+                what = "a floating-point" if img.mode == "F" else "a 32-bit or signed integer"
+                raise InputError(f"unsupported image mode {img.mode!r} in {path}: {what} greyscale image has no "
+                                 "defined mapping to 8-bit RGB; convert it to 8 bits first")
             f35 = focal_35mm(img)
             frames = img.n_frames if getattr(img, "is_animated", False) and img.format in ANIMATED_FORMATS else 1
             img = ImageOps.exif_transpose(img)
@@ -177,14 +178,19 @@ def broken_link(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def _pixel_limit():
-    """Pillow's decompression-bomb guard off while a file is opened: ``load_image`` applies ``MAX_PIXELS`` itself."""
-    saved = Image.MAX_IMAGE_PIXELS
+def _pillow_for(path: Path):
+    """Pillow's settings while ``path`` is read: its decompression-bomb guard off (``load_image`` applies
+    ``MAX_PIXELS`` itself), and for a TIFF whose samples are wider than 8 bits and stored in planes, decoding through
+    libtiff: Pillow's own reader decodes an uncompressed one wrongly (Pillow 13.0: 16-bit RGB in planes comes out
+    as the left half of each row, each pixel twice), and decodes compressed TIFFs through libtiff already."""
+    saved = Image.MAX_IMAGE_PIXELS, TiffImagePlugin.READ_LIBTIFF
+    tags = tiff_tags(path) or {}
     Image.MAX_IMAGE_PIXELS = None
+    TiffImagePlugin.READ_LIBTIFF = tags.get("planar") == 2 and tags.get("bits", 8) > 8
     try:
         yield
     finally:
-        Image.MAX_IMAGE_PIXELS = saved
+        Image.MAX_IMAGE_PIXELS, TiffImagePlugin.READ_LIBTIFF = saved
 
 
 def _grey_8bit(img: Image.Image) -> Image.Image:

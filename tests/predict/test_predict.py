@@ -156,6 +156,36 @@ def test_colour_forms_become_the_rgb_a_viewer_shows(tmp_path):
     assert np.array_equal(np.asarray(load_image(tmp_path / "deep.png")), rgb)
 
 
+def test_tiffs_a_scanner_or_raw_converter_writes_are_read_as_shown_or_named_for_what_they_are(tmp_path):
+    """16-bit RGB stored in planes (one plane per colour, uncompressed): Pillow's own reader gave each row's left
+    half, each pixel twice; libtiff decodes it. Floating-point RGB (a raw converter's or an HDR merge's 32-bit
+    export), which Pillow does not decode, said 'damaged, cut short, or another kind of file named .tif'; now what
+    it is. A signed 16-bit greyscale image was called 32-bit."""
+    import tifffile
+
+    rgb = np.asarray(photo(24, 30))
+    deep = rgb.astype(np.uint16) * 257 + 3  # read at 8 bits: the high byte
+    for order in ("<", ">"):
+        planes = tmp_path / f"planes{order == '>'}.tif"
+        tifffile.imwrite(planes, deep.transpose(2, 0, 1), photometric="rgb", planarconfig="separate", byteorder=order)
+        assert np.array_equal(np.asarray(load_image(planes)), rgb)
+    for bits, dtype in ((32, np.float32), (16, np.float16)):
+        tifffile.imwrite(tmp_path / "float.tif", (rgb / 255).astype(dtype), photometric="rgb")
+        with pytest.raises(InputError, match=re.escape(
+                f"float.tif: a TIFF of {bits}-bit floating-point RGB (3 samples per pixel), a form Pillow does not "
+                "decode: save it as an 8- or 16-bit RGB TIFF, a PNG or a JPEG first")):
+            load_image(tmp_path / "float.tif")
+    tifffile.imwrite(tmp_path / "float.tif", (rgb / 255).astype(np.float32), photometric="rgb", bigtiff=True)
+    with pytest.raises(InputError, match="a TIFF of 32-bit floating-point RGB"):
+        load_image(tmp_path / "float.tif")
+    (tmp_path / "cut.tif").write_bytes((tmp_path / "planesFalse.tif").read_bytes()[:12])  # its directory cut off
+    with pytest.raises(InputError, match="damaged, cut short, or another kind of file named .tif"):
+        load_image(tmp_path / "cut.tif")
+    tifffile.imwrite(tmp_path / "signed.tif", rgb[..., 0].astype(np.int16))
+    with pytest.raises(InputError, match="mode 'I' in .*: a 32-bit or signed integer greyscale image has no defined"):
+        load_image(tmp_path / "signed.tif")
+
+
 def test_photos_up_to_268_megapixels_are_read_and_larger_ones_refused_from_the_header(tmp_path, monkeypatch):
     """Pillow's decompression-bomb guard (a warning above 89 MP, an error above 179) would refuse a phone's 200-MP
     photo: depthport applies its own limit, preprocess.MAX_PIXELS (2**28), scaled down here to a tiny image."""
