@@ -123,8 +123,9 @@ def load_image(path: str | Path) -> Image.Image:
                                  "defined mapping to 8-bit RGB; convert it to 8 bits first")
             f35 = focal_35mm(img)
             frames = img.n_frames if getattr(img, "is_animated", False) and img.format in ANIMATED_FORMATS else 1
+            white_is_zero = img.format == "TIFF" and img.tag_v2.get(262) == 0  # Photometric: WhiteIsZero
             img = ImageOps.exif_transpose(img)
-            rgb = _to_rgb(_grey_8bit(img) if img.mode.startswith("I;16") else img, path)
+            rgb = _to_rgb(_grey_8bit(img, white_is_zero) if img.mode.startswith("I;16") else img, path)
             if f35:
                 rgb.info[FOCAL_KEY] = f35
             if frames > 1:
@@ -193,10 +194,12 @@ def _pillow_for(path: Path):
         Image.MAX_IMAGE_PIXELS, TiffImagePlugin.READ_LIBTIFF = saved
 
 
-def _grey_8bit(img: Image.Image) -> Image.Image:
-    """A 16-bit greyscale image as 8-bit L (the high byte), LA where the file names a transparent grey level."""
+def _grey_8bit(img: Image.Image, white_is_zero: bool = False) -> Image.Image:
+    """A 16-bit greyscale image as 8-bit L (the high byte), LA where the file names a transparent grey level;
+    ``white_is_zero`` (a TIFF's WhiteIsZero, which Pillow 13.0 honours at 8 bits and not at 16) inverted."""
     samples = np.asarray(img).astype(np.uint16)
-    grey = Image.fromarray((samples >> 8).astype(np.uint8), "L")
+    high = (samples >> 8).astype(np.uint8)
+    grey = Image.fromarray(255 - high if white_is_zero else high, "L")
     grey.info = {k: v for k, v in img.info.items() if k == "icc_profile"}
     if isinstance(img.info.get("transparency"), int):
         grey.putalpha(Image.fromarray(np.where(samples == img.info["transparency"], 0, 255).astype(np.uint8), "L"))

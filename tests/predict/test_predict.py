@@ -160,7 +160,8 @@ def test_tiffs_a_scanner_or_raw_converter_writes_are_read_as_shown_or_named_for_
     """16-bit RGB stored in planes (one plane per colour, uncompressed): Pillow's own reader gave each row's left
     half, each pixel twice; libtiff decodes it. Floating-point RGB (a raw converter's or an HDR merge's 32-bit
     export), which Pillow does not decode, said 'damaged, cut short, or another kind of file named .tif'; now what
-    it is. A signed 16-bit greyscale image was called 32-bit."""
+    it is. 16-bit greyscale stored white-is-zero came out as its negative. A signed 16-bit greyscale image was
+    called 32-bit."""
     import tifffile
 
     rgb = np.asarray(photo(24, 30))
@@ -181,6 +182,9 @@ def test_tiffs_a_scanner_or_raw_converter_writes_are_read_as_shown_or_named_for_
     (tmp_path / "cut.tif").write_bytes((tmp_path / "planesFalse.tif").read_bytes()[:12])  # its directory cut off
     with pytest.raises(InputError, match="damaged, cut short, or another kind of file named .tif"):
         load_image(tmp_path / "cut.tif")
+    grey = rgb[..., 1]  # WhiteIsZero (an X-ray's or a scanner's): Pillow inverts it at 8 bits, not at 16
+    tifffile.imwrite(tmp_path / "white_is_zero.tif", 65535 - grey.astype(np.uint16) * 257, photometric="miniswhite")
+    assert np.array_equal(np.asarray(load_image(tmp_path / "white_is_zero.tif")), np.dstack([grey] * 3))
     tifffile.imwrite(tmp_path / "signed.tif", rgb[..., 0].astype(np.int16))
     with pytest.raises(InputError, match="mode 'I' in .*: a 32-bit or signed integer greyscale image has no defined"):
         load_image(tmp_path / "signed.tif")
