@@ -284,10 +284,22 @@ def _seconds(time, index: int, fps: Fraction | None) -> float | None:
 
 def sdr_image(frame) -> Image.Image:
     """A decoded frame in sRGB: an HDR one (PQ or HLG transfer) tone-mapped as a player shows it on an SDR screen
-    (``tone_map.to_sdr``), any other converted by swscale with its own colour matrix and range."""
+    (``tone_map.to_sdr``), any other converted by swscale with its own colour matrix and range. A frame whose
+    matrix is not tagged takes the one players assume (``assumed_matrix``): swscale would take BT.601 for all."""
     if tone_map.is_hdr(frame.color_trc):
         return Image.fromarray(tone_map.to_sdr(frame.to_ndarray(format="gbrpf32le"), frame.color_trc))
+    if frame.colorspace == _UNSPECIFIED:
+        return frame.reformat(format="rgb24", src_colorspace=assumed_matrix(frame.width, frame.height)).to_image()
     return frame.to_image()
+
+
+_UNSPECIFIED = 2  # FFmpeg's AVCOL_SPC_UNSPECIFIED
+
+
+def assumed_matrix(width: int, height: int) -> str:
+    """The YUV matrix players assume for a video that does not name its own: BT.709 for HD (wider than 1279 or
+    taller than 576 pixels), BT.601 for SD (mpv's and Chromium's rule)."""
+    return "itu709" if width >= 1280 or height > 576 else "itu601"
 
 
 def hdr_note(inputs: Inputs) -> str:

@@ -297,9 +297,16 @@ class _Stack:
         self.fh.seek(end)
 
 
+# A depth video's colour tags (FFmpeg's AVColorPrimaries, AVColorTransferCharacteristic, AVColorSpace: BT.709;
+# AVColorRange: limited, PyAV's "MPEG")
+TAG_BT709 = {"color_primaries": 1, "color_trc": 1, "colorspace": 1, "color_range": 1}
+
+
 class _DepthVideo:
     """Pictures encoded with libx264 (yuv420p; yuv444p where a side is odd) at the source's frame rate, each at
-    its source timestamp (relative to the first); the container is opened on the first picture."""
+    its source timestamp (relative to the first); the container is opened on the first picture. The pictures are
+    converted with the BT.709 matrix, and the stream says so: players take BT.709 for an untagged HD video, and
+    swscale's own conversion (BT.601, untagged) shifted the colour map's colours there (``TAG_BT709``)."""
 
     def __init__(self, path: Path, suffix: str, inputs: Inputs):
         self.path, self.format = path, VIDEO_FORMATS[suffix.lower()]
@@ -316,10 +323,13 @@ class _DepthVideo:
             self.stream.width, self.stream.height = picture.size
             self.stream.pix_fmt = "yuv444p" if picture.width % 2 or picture.height % 2 else "yuv420p"
             self.stream.codec_context.time_base = self.time_base
+            for name, value in TAG_BT709.items():
+                setattr(self.stream.codec_context, name, value)
             self.first = seconds
         pts = round((seconds - self.first) / self.time_base) if seconds is not None and self.first is not None else 0
         pts = pts if self.last is None else max(pts, self.last + 1)
-        frame = av.VideoFrame.from_image(picture)
+        frame = av.VideoFrame.from_image(picture).reformat(format=self.stream.pix_fmt, dst_colorspace="itu709",
+                                                           dst_color_range="MPEG")
         frame.pts, frame.time_base, self.last = pts, self.time_base, pts
         for packet in self.stream.encode(frame):
             self.container.mux(packet)

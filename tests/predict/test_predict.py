@@ -1030,6 +1030,47 @@ def make_hdr_video(path: Path, rgb: np.ndarray, transfer: int, frames: int = 2) 
             container.mux(packet)
 
 
+@pytest.mark.parametrize("hw, matrix", [((720, 1280), "bt709"), ((480, 640), "smpte170m")])
+def test_a_video_that_does_not_name_its_colour_matrix_is_read_with_the_one_players_assume(tmp_path, hw, matrix):
+    """A video whose YUV matrix is not tagged: players (mpv, Chromium) take BT.709 for HD and BT.601 for SD; swscale
+    took BT.601 for all, and an untagged HD video's saturated colours came out 11-12 levels off (mean) of what a
+    player shows."""
+    from depthport.predict_inputs import sdr_image
+
+    rgb = np.zeros((*hw, 3), np.uint8)
+    rgb[:, : hw[1] // 3] = (230, 30, 30)
+    rgb[:, hw[1] // 3: 2 * hw[1] // 3] = (30, 200, 40)
+    rgb[:, 2 * hw[1] // 3:] = (40, 60, 220)
+    with av.open(str(tmp_path / "untagged.mp4"), "w") as container:
+        stream = container.add_stream("libx264", rate=10, options={"qp": "0"})
+        stream.height, stream.width = hw
+        frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+        frame = frame.reformat(format="yuv420p", dst_colorspace="itu709" if matrix == "bt709" else "itu601")
+        for packet in [*stream.encode(frame), *stream.encode()]:
+            container.mux(packet)
+    with av.open(str(tmp_path / "untagged.mp4")) as container:
+        decoded = next(container.decode(video=0))
+    assert decoded.colorspace == 2  # unspecified
+    assert np.abs(np.asarray(sdr_image(decoded)).astype(int) - rgb).mean() < 1.5
+
+
+def test_the_depth_video_names_its_colour_matrix_and_shows_its_colours(tmp_path):
+    """The depth video was converted to YUV by swscale's default (BT.601) and not tagged: at HD a player takes
+    BT.709 and showed the colour map's colours 11-12 levels off (mean). Now converted with BT.709, and tagged so."""
+    from depthport.predict_inputs import Inputs, sdr_image
+    from depthport.predict_many import _DepthVideo
+
+    picture = np.zeros((720, 1280, 3), np.uint8)
+    picture[:, :400], picture[:, 400:800], picture[:, 800:] = (230, 30, 30), (30, 200, 40), (40, 60, 220)
+    with _DepthVideo(tmp_path / "depth.mp4", ".mp4", Inputs("video", "clip.mp4", [])) as video:
+        for i in range(2):
+            video.add(Image.fromarray(picture), i / 25)
+    with av.open(str(tmp_path / "depth.mp4")) as container:
+        frame = next(container.decode(video=0))
+    assert (frame.colorspace, frame.color_primaries, frame.color_trc, frame.color_range) == (1, 1, 1, 1)
+    assert np.abs(np.asarray(sdr_image(frame)).astype(int) - picture).mean() < 1.5
+
+
 @pytest.mark.parametrize("transfer", ["HLG", "PQ"])
 def test_an_hdr_video_is_tone_mapped_as_a_player_shows_it(tiny_tflite, tmp_path, capsys, transfer):
     """A phone's HDR video (an iPhone records HLG by default, other phones PQ) is read in the SDR colours a player
