@@ -298,7 +298,7 @@ _UNSPECIFIED = 2  # FFmpeg's AVCOL_SPC_UNSPECIFIED
 
 def assumed_matrix(width: int, height: int) -> str:
     """The YUV matrix players assume for a video that does not name its own: BT.709 for HD (wider than 1279 or
-    taller than 576 pixels), BT.601 for SD (mpv's and Chromium's rule)."""
+    taller than 576 pixels), BT.601 for SD (mpv's rule, ``mp_csp_guess_colorspace``)."""
     return "itu709" if width >= 1280 or height > 576 else "itu601"
 
 

@@ -1032,7 +1032,7 @@ def make_hdr_video(path: Path, rgb: np.ndarray, transfer: int, frames: int = 2) 
 
 @pytest.mark.parametrize("hw, matrix", [((720, 1280), "bt709"), ((480, 640), "smpte170m")])
 def test_a_video_that_does_not_name_its_colour_matrix_is_read_with_the_one_players_assume(tmp_path, hw, matrix):
-    """A video whose YUV matrix is not tagged: players (mpv, Chromium) take BT.709 for HD and BT.601 for SD; swscale
+    """A video whose YUV matrix is not tagged: players (mpv) take BT.709 for HD and BT.601 for SD; swscale
     took BT.601 for all, and an untagged HD video's saturated colours came out 11-12 levels off (mean) of what a
     player shows."""
     from depthport.predict_inputs import sdr_image
