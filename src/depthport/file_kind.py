@@ -6,7 +6,6 @@ decode: its first image directory read, ``tiff_tags``, ...)."""
 from __future__ import annotations
 
 import shlex
-import struct
 from pathlib import Path
 
 HEAD_BYTES = 512  # enough for a tar header's magic (at byte 257) and a web page's first tag
@@ -104,53 +103,39 @@ def what_it_holds(path: Path) -> str | None:
     return None
 
 
-# TIFF tags (TIFF 6.0): BitsPerSample, PhotometricInterpretation, SamplesPerPixel, PlanarConfiguration, SampleFormat
-_TIFF_TAGS = {258: "bits", 262: "photometric", 277: "samples", 284: "planar", 339: "format"}
+_TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")  # TIFF and BigTIFF, either byte order
+# TIFF 6.0's PhotometricInterpretation and SampleFormat values, in words
 _PHOTOMETRIC = {0: "greyscale", 1: "greyscale", 2: "RGB", 3: "palette", 5: "CMYK", 6: "YCbCr", 8: "CIELab",
                 32844: "LogL", 32845: "LogLuv", 34892: "linear raw"}
 _SAMPLE_FORMAT = {1: "", 2: " signed-integer", 3: " floating-point"}
 
 
 def tiff_tags(path: Path, start: bytes | None = None) -> dict[str, int] | None:
-    """The first values of ``_TIFF_TAGS`` in the first image directory of a TIFF (or BigTIFF) file: {"bits": 16,
-    "photometric": 2, "samples": 3, "planar": 2, ...}, the tags it holds; None for any other file, or a TIFF whose
-    directory is cut short or damaged. ``start``: the file's first bytes, where already read."""
-    start = head(path, 16) if start is None else start
-    order = {b"II": "<", b"MM": ">"}.get(start[:2])
-    if order is None or len(start) < 16 or struct.unpack(order + "H", start[2:4])[0] not in (42, 43):
+    """How the first image of a TIFF (or BigTIFF) stores its samples, as tifffile reads its directory: {"bits": 16,
+    "photometric": 2, "samples": 3, "planar": 2, "format": 1}; None for any other file, or a TIFF whose directory
+    does not read. ``start``: the file's first bytes, where already read."""
+    if (head(path, 4) if start is None else start)[:4] not in _TIFF_MAGIC:
         return None
-    big = struct.unpack(order + "H", start[2:4])[0] == 43
-    count_fmt, entry_size, value_fmt = ("Q", 20, "Q") if big else ("H", 12, "I")
-    offset = struct.unpack(order + ("Q" if big else "I"), start[8:16] if big else start[4:8])[0]
-    values = {}
+    import tifffile
+
     try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            (count,) = struct.unpack(order + count_fmt, f.read(struct.calcsize(count_fmt)))
-            table = f.read(entry_size * min(count, 4096))
-            for i in range(len(table) // entry_size):
-                entry = table[i * entry_size:(i + 1) * entry_size]
-                tag, kind = struct.unpack(order + "HH", entry[:4])
-                if tag in _TIFF_TAGS and kind == 3:  # SHORT: the first value, in the entry or where it points
-                    n = struct.unpack(order + value_fmt, entry[4:12] if big else entry[4:8])[0]
-                    field = entry[12:] if big else entry[8:]
-                    if n * 2 > len(field):
-                        f.seek(struct.unpack(order + value_fmt, field)[0])
-                        field = f.read(2)
-                    values[_TIFF_TAGS[tag]] = struct.unpack(order + "H", field[:2])[0]
-    except (OSError, struct.error, ValueError, OverflowError):
+        with tifffile.TiffFile(path) as tif:
+            page = tif.pages.first
+            return {"bits": int(page.bitspersample), "photometric": int(page.photometric),
+                    "samples": int(page.samplesperpixel), "planar": int(page.planarconfig),
+                    "format": int(page.sampleformat)}
+    except (OSError, ValueError, IndexError):  # tifffile.TiffFileError is a ValueError
         return None
-    return values if "bits" in values else None
 
 
 def _tiff_form(path: Path, start: bytes) -> str | None:
     """'32-bit floating-point RGB (3 samples per pixel)' for a TIFF whose first image directory reads, else None."""
     if (tags := tiff_tags(path, start)) is None:
         return None
-    samples = tags.get("samples", 1)
-    colour = _PHOTOMETRIC.get(tags.get("photometric", -1), f"photometric {tags.get('photometric')}")
-    apart = ", its planes stored apart" if tags.get("planar") == 2 and samples > 1 else ""
-    return (f"{tags['bits']}-bit{_SAMPLE_FORMAT.get(tags.get('format', 1), '')} {colour} ({samples} sample"
+    samples = tags["samples"]
+    colour = _PHOTOMETRIC.get(tags["photometric"], f"photometric {tags['photometric']}")
+    apart = ", its planes stored apart" if tags["planar"] == 2 and samples > 1 else ""
+    return (f"{tags['bits']}-bit{_SAMPLE_FORMAT.get(tags['format'], '')} {colour} ({samples} sample"
             f"{'s' * (samples != 1)} per pixel{apart})")
 
 

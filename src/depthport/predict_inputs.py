@@ -21,6 +21,7 @@ from .errors import InputError
 from .file_kind import ARCHIVE_SUFFIXES, VIDEO_SUFFIXES, head, starts_as_video
 from .preprocess import RAW_SUFFIXES, load_image
 
+_UNSPECIFIED = 2  # FFmpeg's AVCOL_SPC_UNSPECIFIED: a video that does not name its YUV matrix
 _ROTATIONS = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, -180: Image.Transpose.ROTATE_180,
               -90: Image.Transpose.ROTATE_270, 270: Image.Transpose.ROTATE_270}
 
@@ -291,9 +292,6 @@ def sdr_image(frame) -> Image.Image:
     if frame.colorspace == _UNSPECIFIED:
         return frame.reformat(format="rgb24", src_colorspace=assumed_matrix(frame.width, frame.height)).to_image()
     return frame.to_image()
-
-
-_UNSPECIFIED = 2  # FFmpeg's AVCOL_SPC_UNSPECIFIED
 
 
 def assumed_matrix(width: int, height: int) -> str:
