@@ -737,16 +737,20 @@ def test_a_folder_names_its_raw_files_without_a_jpeg_its_archives_and_its_other_
                                                                                      capsys):
     """A folder given to predict said nothing of what it held beside its images and videos: a RAW file with no JPEG
     beside it (a shot taken in RAW only) is now skipped with what to do, as a pattern skips it, an archive is named
-    as not unpacked, and sidecars and documents as passed over; a RAW file beside its JPEG is not named."""
+    as not unpacked, and sidecars and documents as passed over; a RAW file beside its JPEG is not named (a Pixel's
+    pair too: its names share what comes before the first dot)."""
     (photos / "a.CR2").write_bytes(b"II*\x00\x10\x00\x00\x00CR\x02\x00")  # beside a.jpg: the camera's pair
+    photo().save(photos / "PXL_20240101_120000000.RAW-01.COVER.jpg")  # a Pixel's pair, named apart
+    (photos / "PXL_20240101_120000000.RAW-02.ORIGINAL.dng").write_bytes(b"II*\x00\x08\x00\x00\x00")
     (photos / "e.NEF").write_bytes(b"MM\x00*\x00\x00\x00\x08")  # RAW only
     (photos / "more photos.zip").write_bytes(b"PK\x03\x04" + b"\x00" * 26)
     out, err = ok(capsys, ["predict", tiny_tflite, photos, "-o", tmp_path / "out"])
-    assert "5 images, 1 skipped (e.NEF: cannot read image" in out and "camera RAW is sensor data to be developed" in err
+    assert "6 images, 1 skipped (e.NEF: cannot read image" in out and "camera RAW is sensor data to be developed" in err
     assert "; 1 other file (.txt) in the folder passed over, not named like images; 1 archive (more photos.zip) not " \
            "unpacked: unpack it first and give the folder of its images; 1 folder (sub)" in out
-    assert "a.CR2" not in out + err
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.jpg.png", "a.png.png", "b.png", "c.png"]
+    assert "a.CR2" not in out + err and "ORIGINAL.dng" not in out + err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "PXL_20240101_120000000.RAW-01.COVER.png", "a.jpg.png", "a.png.png", "b.png", "c.png"]
 
 
 def test_jpeg_xl_svg_and_broken_links_are_skipped_with_what_to_do_not_passed_over(tiny_tflite, photos, tmp_path,
