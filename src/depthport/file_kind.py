@@ -5,6 +5,7 @@ decode: its first image directory read, ``tiff_tags``, ...)."""
 
 from __future__ import annotations
 
+import logging
 import shlex
 from pathlib import Path
 
@@ -112,25 +113,33 @@ _SAMPLE_FORMAT = {1: "", 2: " signed-integer", 3: " floating-point"}
 
 def tiff_tags(path: Path, start: bytes | None = None) -> dict[str, int] | None:
     """How the first image of a TIFF (or BigTIFF) stores its samples, as tifffile reads its directory: {"bits": 16,
-    "photometric": 2, "samples": 3, "planar": 2, "format": 1}; None for any other file, or a TIFF whose directory
-    does not read. ``start``: the file's first bytes, where already read."""
+    "photometric": 2, "samples": 3, "planar": 2, "format": 1, "data": 1}, "data" 0 where the directory does not say
+    where its pixels are; None for any other file, or a TIFF whose directory does not read. ``start``: the file's
+    first bytes, where already read."""
     if (head(path, 4) if start is None else start)[:4] not in _TIFF_MAGIC:
         return None
     import tifffile
 
+    log = logging.getLogger("tifffile")  # its warnings on a damaged file ('missing data offset tag') go to stderr
+    level = log.level
+    log.setLevel(logging.ERROR)
     try:
         with tifffile.TiffFile(path) as tif:
             page = tif.pages.first
+            data = bool(page.dataoffsets) and all(page.databytecounts)
             return {"bits": int(page.bitspersample), "photometric": int(page.photometric),
                     "samples": int(page.samplesperpixel), "planar": int(page.planarconfig),
-                    "format": int(page.sampleformat)}
+                    "format": int(page.sampleformat), "data": int(data)}
     except (OSError, ValueError, IndexError):  # tifffile.TiffFileError is a ValueError
         return None
+    finally:
+        log.setLevel(level)
 
 
 def _tiff_form(path: Path, start: bytes) -> str | None:
-    """'32-bit floating-point RGB (3 samples per pixel)' for a TIFF whose first image directory reads, else None."""
-    if (tags := tiff_tags(path, start)) is None:
+    """'32-bit floating-point RGB (3 samples per pixel)' for a TIFF whose first image directory reads and says where
+    its pixels are, else None (a damaged file)."""
+    if (tags := tiff_tags(path, start)) is None or not tags["data"]:
         return None
     samples = tags["samples"]
     colour = _PHOTOMETRIC.get(tags["photometric"], f"photometric {tags['photometric']}")

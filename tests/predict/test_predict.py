@@ -156,7 +156,7 @@ def test_colour_forms_become_the_rgb_a_viewer_shows(tmp_path):
     assert np.array_equal(np.asarray(load_image(tmp_path / "deep.png")), rgb)
 
 
-def test_tiffs_a_scanner_or_raw_converter_writes_are_read_as_shown_or_named_for_what_they_are(tmp_path):
+def test_tiffs_a_scanner_or_raw_converter_writes_are_read_as_shown_or_named_for_what_they_are(tmp_path, capfd):
     """16-bit RGB stored in planes (one plane per colour, uncompressed): Pillow's own reader gave each row's left
     half, each pixel twice; libtiff decodes it. Floating-point RGB (a raw converter's or an HDR merge's 32-bit
     export), which Pillow does not decode, said 'damaged, cut short, or another kind of file named .tif'; now what
@@ -182,6 +182,11 @@ def test_tiffs_a_scanner_or_raw_converter_writes_are_read_as_shown_or_named_for_
     (tmp_path / "cut.tif").write_bytes((tmp_path / "planesFalse.tif").read_bytes()[:12])  # its directory cut off
     with pytest.raises(InputError, match="damaged, cut short, or another kind of file named .tif"):
         load_image(tmp_path / "cut.tif")
+    (tmp_path / "bare.tif").write_bytes(b"II*\x00\x08\x00\x00\x00\x01\x00\x00\x01\x03\x00\x01\x00\x00\x00"
+                                        b"\x10\x00\x00\x00\x00\x00\x00\x00")  # a directory without the image's data
+    with pytest.raises(InputError, match="bare.tif: not a .tif image Pillow can read: damaged"):
+        load_image(tmp_path / "bare.tif")
+    assert "tifffile" not in capfd.readouterr().err  # its warnings on the bare directory are not printed
     grey = rgb[..., 1]  # WhiteIsZero (an X-ray's or a scanner's): Pillow inverts it at 8 bits, not at 16
     tifffile.imwrite(tmp_path / "white_is_zero.tif", 65535 - grey.astype(np.uint16) * 257, photometric="miniswhite")
     assert np.array_equal(np.asarray(load_image(tmp_path / "white_is_zero.tif")), np.dstack([grey] * 3))
