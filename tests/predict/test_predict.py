@@ -995,6 +995,13 @@ def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0,
         return [(p.pos, p.size) for p in container.demux(container.streams.video[0]) if p.size]
 
 
+def colour_bands(h: int, w: int) -> np.ndarray:
+    """Three saturated bands, red, green and blue, left to right: where YUV matrices differ most."""
+    rgb = np.zeros((h, w, 3), np.uint8)
+    rgb[:, : w // 3], rgb[:, w // 3: 2 * w // 3], rgb[:, 2 * w // 3:] = (230, 30, 30), (30, 200, 40), (40, 60, 220)
+    return rgb
+
+
 def pq_signal(nits: np.ndarray) -> np.ndarray:
     """SMPTE ST 2084's inverse EOTF: light in cd/m² -> PQ signal in 0..1."""
     m1, m2, c1, c2, c3 = 0.1593017578125, 78.84375, 0.8359375, 18.8515625, 18.6875
@@ -1046,10 +1053,7 @@ def test_a_video_that_does_not_name_its_colour_matrix_is_read_with_the_one_playe
     player shows."""
     from depthport.predict_inputs import sdr_image
 
-    rgb = np.zeros((*hw, 3), np.uint8)
-    rgb[:, : hw[1] // 3] = (230, 30, 30)
-    rgb[:, hw[1] // 3: 2 * hw[1] // 3] = (30, 200, 40)
-    rgb[:, 2 * hw[1] // 3:] = (40, 60, 220)
+    rgb = colour_bands(*hw)
     with av.open(str(tmp_path / "untagged.mp4"), "w") as container:
         stream = container.add_stream("libx264", rate=10, options={"qp": "0"})
         stream.height, stream.width = hw
@@ -1069,8 +1073,7 @@ def test_the_depth_video_names_its_colour_matrix_and_shows_its_colours(tmp_path)
     from depthport.predict_inputs import Inputs, sdr_image
     from depthport.predict_many import _DepthVideo
 
-    picture = np.zeros((720, 1280, 3), np.uint8)
-    picture[:, :400], picture[:, 400:800], picture[:, 800:] = (230, 30, 30), (30, 200, 40), (40, 60, 220)
+    picture = colour_bands(720, 1280)
     with _DepthVideo(tmp_path / "depth.mp4", ".mp4", Inputs("video", "clip.mp4", [])) as video:
         for i in range(2):
             video.add(Image.fromarray(picture), i / 25)

@@ -124,17 +124,17 @@ def export_size(args, default_hw: tuple[int, int]) -> tuple[int, int]:
 
 def images_note(err, images: str) -> None:
     """What the --images folder holds that its reading passes over (videos, RAW files, other files, archives,
-    subfolders: ``unread_note``), said before the work; nothing where the folder holds no image: its refusal names
-    them."""
+    subfolders: ``unread_note``), said before the work; nothing for a pattern or a file, or where the folder holds no
+    image: its refusal names them."""
     from rich.markup import escape
 
-    from ..core.images import image_files, unread_note
+    from ..core.images import folder_contents, unread_note
     from ..core.patterns import local_path
 
-    if not (note := unread_note(images)):
-        return
     try:
-        image_files(local_path(images))
-    except InputError:
+        contents = folder_contents(local_path(images))
+    except InputError:  # not a folder (a file, a pattern), or one that cannot be listed
+        return
+    if not contents.images or not (note := unread_note(images, contents)):
         return
     err.print(f"[yellow]--images {escape(images)}: {escape(note)}[/]", soft_wrap=True)

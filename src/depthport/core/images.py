@@ -128,9 +128,15 @@ def no_images(folder: str | Path, contents: FolderContents) -> InputError:
     holds."""
     raws = sorted({p.suffix for p in contents.raws})
     raw = f"; its camera RAW files ({', '.join(raws)}) are not read: {RAW_ADVICE}" if raws else ""
-    notes = [note for note in (archives_note([p.name for p in contents.archives]),
-                               subfolders_advice(Path(folder), contents.folders) if contents.folders else "") if note]
-    return InputError(f"no images in {folder} ({looked_for()}){raw}{''.join('; ' + n for n in notes)}")
+    notes = "".join("; " + note for note in _aside(folder, contents))
+    return InputError(f"no images in {folder} ({looked_for()}){raw}{notes}")
+
+
+def _aside(folder: str | Path, contents: FolderContents) -> list[str]:
+    """The notes on a folder's archives (not unpacked) and subfolders (not searched) that it holds, if any."""
+    notes = [archives_note([p.name for p in contents.archives]),
+             subfolders_advice(Path(folder), contents.folders) if contents.folders else ""]
+    return [note for note in notes if note]
 
 
 def archives_note(names: list[str]) -> str:
@@ -143,20 +149,15 @@ def archives_note(names: list[str]) -> str:
             f"{'their' if len(names) > 1 else 'its'} images")
 
 
-def unread_note(folder: str | Path) -> str:
-    """What an image set read from ``folder`` leaves out, in a line ('1 video (c.mp4), 2 other files (.pdf, .txt)
-    in the folder not read: ...'), else ''. A folder that cannot be listed: ''."""
-    try:
-        contents = folder_contents(local_path(str(folder)))
-    except InputError:
-        return ""
+def unread_note(folder: str | Path, contents: FolderContents) -> str:
+    """What an image set read from ``folder`` (holding ``contents``) leaves out, in a line ('1 video (c.mp4) and 2
+    other files (.pdf, .txt) in the folder not read (images only); 1 archive (more.zip) not unpacked: ...'), else
+    ''."""
     unread = [listed("video", [p.name for p in contents.videos]) if contents.videos else "",
               listed("camera RAW file", [p.name for p in contents.raws]) if contents.raws else "",
               others_named(contents.others) if contents.others else ""]
-    notes = [f"{in_words([u for u in unread if u])} in the folder not read (images only)" if any(unread) else "",
-             archives_note([p.name for p in contents.archives]),
-             subfolders_advice(Path(folder), contents.folders) if contents.folders else ""]
-    return "; ".join(n for n in notes if n)
+    notes = [f"{in_words([u for u in unread if u])} in the folder not read (images only)"] if any(unread) else []
+    return "; ".join(notes + _aside(folder, contents))
 
 
 def others_named(names: list[str] | list[Path]) -> str:
