@@ -113,9 +113,9 @@ _SAMPLE_FORMAT = {1: "", 2: " signed-integer", 3: " floating-point"}
 
 def tiff_tags(path: Path, start: bytes | None = None) -> dict[str, int] | None:
     """How the first image of a TIFF (or BigTIFF) stores its samples, as tifffile reads its directory: {"bits": 16,
-    "photometric": 2, "samples": 3, "planar": 2, "format": 1, "data": 1}, "data" 0 where the directory does not say
-    where its pixels are; None for any other file, or a TIFF whose directory does not read. ``start``: the file's
-    first bytes, where already read."""
+    "photometric": 2, "samples": 3, "planar": 2, "format": 1, "data": 1, "orientation": 1}, "data" 0 where the
+    directory does not say where its pixels are, "orientation" the Orientation tag (1 where absent); None for any
+    other file, or a TIFF whose directory does not read. ``start``: the file's first bytes, where already read."""
     if (head(path, 4) if start is None else start)[:4] not in _TIFF_MAGIC:
         return None
     import tifffile
@@ -127,9 +127,11 @@ def tiff_tags(path: Path, start: bytes | None = None) -> dict[str, int] | None:
         with tifffile.TiffFile(path) as tif:
             page = tif.pages.first
             data = bool(page.dataoffsets) and all(page.databytecounts)
+            orientation = page.tags.valueof(274)
             return {"bits": int(page.bitspersample), "photometric": int(page.photometric),
                     "samples": int(page.samplesperpixel), "planar": int(page.planarconfig),
-                    "format": int(page.sampleformat), "data": int(data)}
+                    "format": int(page.sampleformat), "data": int(data),
+                    "orientation": orientation if isinstance(orientation, int) else 1}  # a damaged value: absent
     except (OSError, ValueError, IndexError):  # tifffile.TiffFileError is a ValueError
         return None
     finally:

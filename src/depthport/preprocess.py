@@ -181,13 +181,16 @@ def broken_link(path: Path) -> str:
 @contextlib.contextmanager
 def _pillow_for(path: Path):
     """Pillow's settings while ``path`` is read: its decompression-bomb guard off (``load_image`` applies
-    ``MAX_PIXELS`` itself), and for a TIFF whose samples are wider than 8 bits and stored in planes, decoding through
-    libtiff: Pillow's own reader decodes an uncompressed one wrongly (Pillow 13.0: 16-bit RGB in planes comes out
-    as the left half of each row, each pixel twice), and decodes compressed TIFFs through libtiff already."""
+    ``MAX_PIXELS`` itself), and decoding through libtiff for two kinds of uncompressed TIFF that Pillow 13.0's own
+    reader decodes wrongly (it decodes compressed TIFFs through libtiff already): samples wider than 8 bits stored in
+    planes (16-bit RGB came out as the left half of each row, each pixel twice), and an image turned a quarter by its
+    Orientation tag (5-8) in a mode Pillow reads by mapping the file (L, P, RGBA, CMYK, 16-bit grey: the stored rows
+    read at the turned width, a landscape scramble of a portrait photo)."""
     saved = Image.MAX_IMAGE_PIXELS, TiffImagePlugin.READ_LIBTIFF
     tags = tiff_tags(path) or {}
     Image.MAX_IMAGE_PIXELS = None
-    TiffImagePlugin.READ_LIBTIFF = tags.get("planar") == 2 and tags.get("bits", 8) > 8
+    TiffImagePlugin.READ_LIBTIFF = (tags.get("planar") == 2 and tags.get("bits", 8) > 8) or (
+        tags.get("orientation") in (5, 6, 7, 8))
     try:
         yield
     finally:

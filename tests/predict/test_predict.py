@@ -161,7 +161,8 @@ def test_tiffs_a_scanner_or_raw_converter_writes_are_read_as_shown_or_named_for_
     half, each pixel twice; libtiff decodes it. Floating-point RGB (a raw converter's or an HDR merge's 32-bit
     export), which Pillow does not decode, said 'damaged, cut short, or another kind of file named .tif'; now what
     it is. 16-bit greyscale stored white-is-zero came out as its negative. A signed 16-bit greyscale image was
-    called 32-bit."""
+    called 32-bit. An uncompressed greyscale, 16-bit greyscale or RGBA TIFF turned a quarter by its Orientation tag
+    came out landscape, its rows read at the turned width."""
     import tifffile
 
     rgb = np.asarray(photo(24, 30))
@@ -193,6 +194,12 @@ def test_tiffs_a_scanner_or_raw_converter_writes_are_read_as_shown_or_named_for_
     tifffile.imwrite(tmp_path / "signed.tif", rgb[..., 0].astype(np.int16))
     with pytest.raises(InputError, match="mode 'I' in .*: a 32-bit or signed integer greyscale image has no defined"):
         load_image(tmp_path / "signed.tif")
+    # Turned a quarter by its Orientation tag, in modes Pillow maps from the file: the portrait photo, not rows read
+    # at the turned width
+    for name, stored, shown in (("grey", grey, np.dstack([grey] * 3)), ("deep-grey", grey.astype(np.uint16) * 257,
+                                np.dstack([grey] * 3)), ("rgba", np.dstack([rgb, np.full_like(grey, 255)]), rgb)):
+        Image.fromarray(stored).save(tmp_path / f"{name}.tif", tiffinfo={0x0112: 6})
+        assert np.array_equal(np.asarray(load_image(tmp_path / f"{name}.tif")), np.rot90(shown, -1)), name
 
 
 def test_photos_up_to_268_megapixels_are_read_and_larger_ones_refused_from_the_header(tmp_path, monkeypatch):
