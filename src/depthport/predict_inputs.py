@@ -4,6 +4,8 @@ of an image, so that the caller reports and skips it."""
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import os
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -244,36 +246,70 @@ def _reason(exc: Exception) -> str:
 def _frames(path: Path, fps: Fraction | None, sar: Fraction | None = None) -> Iterator[Item]:
     """The video's frames as players show them on an ordinary screen: in SDR colours (``sdr_image``), with square
     pixels (``square_pixels``, its sample aspect ratio ``sar``) and upright (its display rotation applied), in
-    presentation order. A packet that does not decode, or a frame that does not convert to RGB, is an item with its
-    error; a container that cannot be read further ends the stream with one."""
+    presentation order, each with its place in that order (``_Places``). A packet that does not decode, or a frame
+    that does not convert to RGB, is an item with its error; a container that cannot be read further ends the
+    stream with one."""
     import av
 
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
-        packets, index = container.demux(stream), 0
+        packets, places = container.demux(stream), _Places(fps)
         while True:
             try:
                 packet = next(packets)
             except StopIteration:
+                yield from places.failed_before(None)
                 return
             except av.error.FFmpegError as exc:
-                yield Item(f"frame {index}", None, f"cannot read the rest of the video: {_reason(exc)}",
-                           _seconds(None, index, fps), index)
+                yield from places.failed_before(None)
+                yield places.item(None, None, f"cannot read the rest of the video: {_reason(exc)}", None)
                 return
+            places.demuxed(packet.pts if packet.size else None)
             try:
                 frames = packet.decode()
             except av.error.FFmpegError as exc:
-                pts = packet.pts * stream.time_base if packet.pts is not None else None
-                yield Item(f"frame {index}", None, f"cannot decode: {_reason(exc)}", _seconds(pts, index, fps), index)
-                index += 1
+                time = packet.pts * stream.time_base if packet.pts is not None else None
+                yield from places.failed(packet.pts, time, f"cannot decode: {_reason(exc)}")
                 continue
             for frame in frames:
+                yield from places.failed_before(frame.pts)
                 try:
                     image, error = upright(square_pixels(sdr_image(frame), sar), frame.rotation), None
                 except Exception as exc:  # a pixel format swscale cannot convert, a broken frame
                     image, error = None, f"cannot convert to RGB: {_reason(exc)}"
-                yield Item(f"frame {index}", image, error, _seconds(frame.time, index, fps), index)
-                index += 1
+                yield places.item(frame.pts, image, error, frame.time)
+
+
+class _Places:
+    """Frames' places in presentation order. A frame's is the number of packets read so far that are shown before it
+    (a decoder gives a frame only once it has read every packet shown earlier), so a frame the decoder dropped in
+    silence keeps its place. A packet that does not decode is known in decoding order, before frames shown earlier
+    where the video has B-frames: its item waits until those are out. Places only grow; without presentation times,
+    items are counted in the order they come."""
+
+    def __init__(self, fps: Fraction | None):
+        self.fps, self.shown, self.waiting, self.count = fps, [], [], 0
+
+    def demuxed(self, pts: int | None) -> None:
+        if pts is not None:
+            bisect.insort(self.shown, pts)
+
+    def item(self, pts: int | None, image: Image.Image | None, error: str | None, time) -> Item:
+        index = self.count if pts is None else max(self.count, bisect.bisect_left(self.shown, pts))
+        self.count = index + 1
+        return Item(f"frame {index}", image, error, _seconds(time, index, self.fps), index)
+
+    def failed(self, pts: int | None, time, error: str) -> Iterator[Item]:
+        if pts is None:
+            yield self.item(None, None, error, time)
+        else:
+            heapq.heappush(self.waiting, (pts, time, error))
+
+    def failed_before(self, pts: int | None) -> Iterator[Item]:
+        """The waiting failed packets shown before a frame at ``pts`` (None: all of them)."""
+        while self.waiting and (pts is None or self.waiting[0][0] < pts):
+            waited, time, error = heapq.heappop(self.waiting)
+            yield self.item(waited, None, error, time)
 
 
 def _seconds(time, index: int, fps: Fraction | None) -> float | None:

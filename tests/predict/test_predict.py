@@ -1331,6 +1331,37 @@ def test_corrupt_frame_is_skipped_and_counted(tiny_tflite, tmp_path, capsys):
         assert len(list(container.decode(video=0))) == 5
 
 
+
+def test_frames_keep_their_places_on_screen_when_a_b_frame_videos_reference_frame_does_not_decode(
+        tiny_tflite, tmp_path, capsys):
+    """H.264 with B-frames stores frame 6 before frames 4 and 5 (decoding order 0 3 1 2 6 4 5 ...): frame 6 not
+    decoding was counted as frame 3 when it failed, and frames 3-5 as 4-6, their places in decoding order."""
+    path = tmp_path / "clip.mp4"
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=10, options={
+            "bf": "2", "g": "12", "threads": "1", "x264-params": "b-pyramid=none:scenecut=0:log-level=error"})
+        stream.height, stream.width, stream.pix_fmt = 48, 64, "yuv420p"
+        for i in range(12):
+            frame = av.VideoFrame.from_image(photo(48, 64, seed=i))
+            frame.pts = i
+            for packet in (*stream.encode(frame), *(stream.encode() if i == 11 else ())):
+                container.mux(packet)
+    with av.open(str(path)) as container:
+        stored = [(p.pts, p.pos) for p in container.demux(video=0) if p.size]
+        step = container.streams.video[0].time_base * 10
+    assert [round(pts * step) for pts, _ in stored][:7] == [0, 3, 1, 2, 6, 4, 5]
+    data = bytearray(path.read_bytes())
+    pos = stored[4][1]
+    data[pos:pos + 4] = b"\x7f\xff\xff\xff"  # frame 6's NAL unit length: larger than the file
+    path.write_bytes(bytes(data))
+    out, err = ok(capsys, ["predict", tiny_tflite, path, "-o", tmp_path / "d.mp4"])
+    assert "12 frames, 1 skipped (frame 6: cannot decode" in out and "skipped frame 6: cannot decode" in err
+    stamps = json.loads((tmp_path / "d.timestamps.json").read_text())
+    assert stamps["frame"] == [0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11]
+    assert stamps["time_s"] == pytest.approx([i / 10 for i in stamps["frame"]])
+    assert [(s["frame"], s["time_s"]) for s in stamps["skipped"]] == [(6, pytest.approx(0.6))]
+
+
 # ------------------------------------------------------------------------------------------------ Ctrl-C
 def interrupt_when(argv: list, ready, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run the console script in a child; send it SIGINT (Ctrl-C) once ``ready()`` holds."""
