@@ -231,11 +231,15 @@ def open_video(path: Path) -> Inputs:
 
 def _declared_span(container, stream) -> tuple[float, float] | None:
     """(start, duration) of the video stream as its header declares them, in seconds of its frames' clock: the
-    stream's own (MP4, MOV), else the container's (Matroska, WebM); None when neither is written."""
+    stream's own (MP4, MOV), else the container's (Matroska, WebM); None when neither is written. A Matroska
+    segment's duration counts from time 0, not from its first frame."""
     if stream.duration is not None:
         return float((stream.start_time or 0) * stream.time_base), float(stream.duration * stream.time_base)
     if container.duration is not None:  # av.time_base: microseconds
-        return (container.start_time or 0) / 1e6, container.duration / 1e6
+        start, duration = (container.start_time or 0) / 1e6, container.duration / 1e6
+        if "matroska" in container.format.name and duration > start:
+            duration -= start
+        return start, duration
     return None
 
 

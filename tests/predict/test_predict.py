@@ -980,10 +980,11 @@ def test_several_files_given_one_by_one_are_taken_as_a_patterns_matches(tiny_tfl
         assert main(["predict", str(tiny_tflite), *map(str, bad), "-o", str(tmp_path / "none")]) == 2
         assert message in capsys.readouterr().err and not (tmp_path / "none").exists()
 
-def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0, sar: Fraction | None = None
-               ) -> list[tuple[int, int]]:
+def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0, sar: Fraction | None = None,
+               start: int = 0) -> list[tuple[int, int]]:
     """An MJPEG video (every frame a JPEG of its own), a different smooth picture in each frame; returns each
-    packet's byte offset in the file and size, for corrupting one frame. ``sar``: its pixels' aspect ratio."""
+    packet's byte offset in the file and size, for corrupting one frame. ``sar``: its pixels' aspect ratio;
+    ``start``: the first frame's time, in frames."""
     with av.open(str(path), "w") as container:
         stream = container.add_stream("mjpeg", rate=rate)
         stream.height, stream.width = hw
@@ -994,6 +995,7 @@ def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0,
             stream.codec_context.sample_aspect_ratio = sar
         for i in range(frames):
             frame = av.VideoFrame.from_image(photo(*hw, seed=i))
+            frame.pts, frame.time_base = start + i, Fraction(1, rate)
             for packet in stream.encode(frame):
                 container.mux(packet)
         for packet in stream.encode():
@@ -1257,11 +1259,17 @@ def test_a_video_whose_stack_the_disk_cannot_hold_is_refused_and_a_full_disk_lea
 
 def test_a_truncated_video_says_where_it_ends_against_its_header(tiny_tflite, tmp_path, capsys):
     """A copy or download cut short decodes to its last whole frame; the summary and timestamps.json say that the
-    video ends before the end its header declares (a whole video says nothing)."""
+    video ends before the end its header declares (a whole video says nothing, also one whose first frame is not at
+    0 s: a Matroska segment's declared duration counts from 0 s, which was taken as counting from the first frame)."""
     make_video(tmp_path / "whole.mkv", 50)  # 2 s at 25 fps
     out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "whole.mkv", "-o", tmp_path / "w.mp4"])
     assert out.startswith("50 frames, 0 skipped, ") and "header" not in out
     assert json.loads((tmp_path / "w.timestamps.json").read_text())["declared_end_s"] == pytest.approx(2.0)
+    make_video(tmp_path / "later.mkv", 50, start=50)  # from 2 s to 4 s
+    assert open_inputs(tmp_path / "later.mkv").total == 50
+    out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "later.mkv", "-o", tmp_path / "l.mp4"])
+    assert out.startswith("50 frames, 0 skipped, ") and "header" not in out
+    assert json.loads((tmp_path / "l.timestamps.json").read_text())["declared_end_s"] == pytest.approx(4.0)
     data = (tmp_path / "whole.mkv").read_bytes()
     (tmp_path / "cut.mkv").write_bytes(data[: len(data) // 2])
     out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "cut.mkv", "-o", tmp_path / "c.mp4"])
