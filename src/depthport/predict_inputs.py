@@ -213,6 +213,9 @@ def open_video(path: Path) -> Inputs:
 
     if not path.is_file():
         raise InputError(f"video not found: {path}" if not path.exists() else f"video path {path} is not a file")
+    if photo := _photo_format(path):
+        raise InputError(f"cannot read video {path}: a photo ({photo}), not a video: rename it "
+                         f"{path.stem}.{_PHOTO_SUFFIX.get(photo, photo.lower())}, and predict writes its depth map")
     try:
         with av.open(str(path)) as container:
             if not container.streams.video:
@@ -227,6 +230,19 @@ def open_video(path: Path) -> Inputs:
                           hdr=tone_map.NAMES.get(stream.codec_context.color_trc))
     except av.error.FFmpegError as exc:
         raise InputError(f"cannot read video {path}: {_reason(exc)}") from None
+
+
+_PHOTO_SUFFIX = {"JPEG": "jpg", "TIFF": "tif", "HEIF": "heic", "JPEG2000": "jp2"}
+
+
+def _photo_format(path: Path) -> str | None:
+    """The format of a photo saved under a video's name ('PNG'; FFmpeg would read it as a one-frame video), else
+    None. Pillow's MPEG is a video's header, which it names but does not decode."""
+    try:
+        with Image.open(path) as img:
+            return img.format if img.format != "MPEG" else None
+    except Exception:  # not an image Pillow knows
+        return None
 
 
 def _declared_span(container, stream) -> tuple[float, float] | None:

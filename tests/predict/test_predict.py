@@ -1176,6 +1176,18 @@ def test_a_video_saved_without_its_suffix_is_read_as_a_video(tiny_tflite, tmp_pa
     assert sorted(open_inputs(f"{tmp_path}/*").videos) == ["IMG_0003.bin", "c.download", "clip"]
 
 
+def test_a_photo_saved_under_a_videos_name_says_so(tiny_tflite, tmp_path, capsys):
+    """A PNG named .mp4 or a WebP named .mkv: FFmpeg reads it as a one-frame video, and predict wrote a depth video of
+    one frame; it says what the file is, as a video named .jpg does."""
+    photo().save(tmp_path / "shot.mp4", format="PNG")
+    photo().save(tmp_path / "shot.mkv", format="WEBP")
+    for name, form, renamed in (("shot.mp4", "PNG", "shot.png"), ("shot.mkv", "WEBP", "shot.webp")):
+        assert main(["predict", str(tiny_tflite), str(tmp_path / name), "-o", str(tmp_path / "d.mp4")]) == 2
+        assert (f"cannot read video {tmp_path / name}: a photo ({form}), not a video: rename it {renamed}, and "
+                "predict writes its depth map") in capsys.readouterr().err
+    assert not (tmp_path / "d.mp4").exists() and not (tmp_path / "d.npy").exists()
+
+
 def test_a_video_into_a_folder_takes_the_videos_name(tiny_tflite, tmp_path, capsys):
     """-o or --npy naming a folder (one that exists, or a path ending in '/') puts NAME.mp4, or NAME.npy and its
     timestamps, in it, as for one image; a name that is neither a video (or .npy) file nor a folder says both ways
