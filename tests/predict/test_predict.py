@@ -6,6 +6,7 @@ Everything runs on the session's tiny LiteRT export (56x70) and images and video
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -15,9 +16,11 @@ import struct
 import subprocess
 import sys
 import time
+import weakref
 import zlib
 from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 
 import av
 import numpy as np
@@ -1475,6 +1478,27 @@ def test_ctrl_c_during_a_folder_of_videos_keeps_the_finished_videos_whole(tiny_t
     assert f"the 1 finished video's outputs in {out} are whole; the one in progress left nothing" in run.stderr
     assert sorted(p.name for p in out.iterdir()) == ["a.mp4", "a.npy", "a.timestamps.json"]
     assert np.load(out / "a.npy").shape == (3, 48, 64)
+
+def test_ctrl_c_tears_the_runtime_down_while_its_messages_are_muted(tiny_tflite):
+    """A Ctrl-C that lands inside Pillow's PNG writer interrupts an exception Pillow handles itself; that exception's
+    frames held the loaded file past the muted block, so LiteRT's 'DestroyAccelerator' lines trailed the
+    'interrupted after' line."""
+    from depthport.cli.predict import _with_predictor
+
+    loaded = []
+
+    def work(predictor):
+        loaded.append(weakref.ref(predictor))
+        try:
+            raise AttributeError("'_idat' object has no attribute 'fileno'")  # as Pillow's ImageFile._save
+        except AttributeError:
+            raise KeyboardInterrupt  # noqa: B904 (Ctrl-C arrives while Pillow handles its own exception)
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _with_predictor(SimpleNamespace(file=tiny_tflite, verbose=False), work)
+    gc.collect()
+    assert caught.value and loaded and loaded[0]() is None  # gone while the caller still holds the Ctrl-C
+
 
 def test_ctrl_c_during_a_folder_keeps_every_finished_image_whole(tiny_tflite, tmp_path):
     folder, out = tmp_path / "photos", tmp_path / "out"

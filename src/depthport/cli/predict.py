@@ -230,8 +230,9 @@ def _videos(args, inputs, out: Path, options: dict) -> int:
 
 def _with_predictor(args, work, **kwargs) -> None:
     """``work(predictor)`` with args.file loaded once (``Predictor(**kwargs)``) and the runtime's native messages
-    muted (unless -v) until it is torn down, also when no input could be processed. An InputError is raised without
-    the frames that hold the predictor."""
+    muted (unless -v) until it is torn down, also when no input could be processed. An InputError or a Ctrl-C is
+    raised without the frames that hold the predictor: it is torn down here, muted, not when the caller's handler
+    ends."""
     from ..predict import Predictor
     from ..quiet import native_stderr_muted
 
@@ -239,7 +240,8 @@ def _with_predictor(args, work, **kwargs) -> None:
         predictor = Predictor(Path(args.file), **kwargs)
         try:
             work(predictor)
-        except InputError as exc:
+        except (InputError, KeyboardInterrupt) as exc:
+            exc.__context__ = None  # an exception it interrupted (Pillow's own, inside a save) holds the frames too
             raise exc.with_traceback(None) from None
         finally:
             del predictor
