@@ -248,15 +248,26 @@ def _photo_format(path: Path) -> str | None:
 def _declared_span(container, stream) -> tuple[float, float] | None:
     """(start, duration) of the video stream as its header declares them, in seconds of its frames' clock: the
     stream's own (MP4, MOV), else the container's (Matroska, WebM); None when neither is written. A Matroska
-    segment's duration counts from time 0, not from its first frame."""
+    segment's duration counts from time 0, not from its first frame, and lasts as long as its longest track: the
+    video track's own end (the DURATION tag that FFmpeg and mkvmerge write) is taken where there is one."""
     if stream.duration is not None:
         return float((stream.start_time or 0) * stream.time_base), float(stream.duration * stream.time_base)
     if container.duration is not None:  # av.time_base: microseconds
         start, duration = (container.start_time or 0) / 1e6, container.duration / 1e6
-        if "matroska" in container.format.name and duration > start:
-            duration -= start
+        if "matroska" in container.format.name:
+            end = _clock_seconds(stream.metadata.get("DURATION")) or duration
+            duration = end - start if end > start else duration
         return start, duration
     return None
+
+
+def _clock_seconds(text: str | None) -> float | None:
+    """'00:01:02.500000000' -> 62.5; None for anything else."""
+    try:
+        hours, minutes, seconds = (text or "").split(":")
+        return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+    except ValueError:
+        return None
 
 
 def _reason(exc: Exception) -> str:

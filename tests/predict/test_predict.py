@@ -1275,7 +1275,8 @@ def test_a_video_whose_stack_the_disk_cannot_hold_is_refused_and_a_full_disk_lea
 def test_a_truncated_video_says_where_it_ends_against_its_header(tiny_tflite, tmp_path, capsys):
     """A copy or download cut short decodes to its last whole frame; the summary and timestamps.json say that the
     video ends before the end its header declares (a whole video says nothing, also one whose first frame is not at
-    0 s: a Matroska segment's declared duration counts from 0 s, which was taken as counting from the first frame)."""
+    0 s: a Matroska segment's declared duration counts from 0 s, which was taken as counting from the first frame;
+    also one whose sound lasts longer than its video: a Matroska segment lasts as long as its longest track)."""
     make_video(tmp_path / "whole.mkv", 50)  # 2 s at 25 fps
     out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "whole.mkv", "-o", tmp_path / "w.mp4"])
     assert out.startswith("50 frames, 0 skipped, ") and "header" not in out
@@ -1285,6 +1286,21 @@ def test_a_truncated_video_says_where_it_ends_against_its_header(tiny_tflite, tm
     out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "later.mkv", "-o", tmp_path / "l.mp4"])
     assert out.startswith("50 frames, 0 skipped, ") and "header" not in out
     assert json.loads((tmp_path / "l.timestamps.json").read_text())["declared_end_s"] == pytest.approx(4.0)
+    with av.open(str(tmp_path / "sound.mkv"), "w") as container:  # 1 s of video, 2.4 s of sound (a segment of 2.4 s)
+        video, audio = container.add_stream("mjpeg", rate=25), container.add_stream("mp2", rate=48000, layout="mono")
+        video.height, video.width, video.pix_fmt = 48, 64, "yuvj420p"
+        for i in range(25):
+            frame = av.VideoFrame.from_image(photo(48, 64, seed=i))
+            frame.pts, frame.time_base = i, Fraction(1, 25)
+            container.mux(video.encode(frame))
+        for i in range(100):
+            sound = av.AudioFrame.from_ndarray(np.zeros((1, 1152), np.int16), format="s16", layout="mono")
+            sound.sample_rate, sound.pts = 48000, i * 1152
+            container.mux(audio.encode(sound))
+        container.mux([*video.encode(), *audio.encode()])
+    assert open_inputs(tmp_path / "sound.mkv").total == 25
+    out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "sound.mkv", "-o", tmp_path / "s.mp4"])
+    assert out.startswith("25 frames, 0 skipped, ") and "header" not in out
     data = (tmp_path / "whole.mkv").read_bytes()
     (tmp_path / "cut.mkv").write_bytes(data[: len(data) // 2])
     out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "cut.mkv", "-o", tmp_path / "c.mp4"])
