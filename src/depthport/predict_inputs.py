@@ -214,13 +214,13 @@ def open_video(path: Path) -> Inputs:
     if not path.is_file():
         raise InputError(f"video not found: {path}" if not path.exists() else f"video path {path} is not a file")
     if photo := _photo_format(path):
-        raise InputError(f"cannot read video {path}: a photo ({photo}), not a video: rename it "
+        raise InputError(f"cannot read video {path}: an image ({photo}), not a video: rename it "
                          f"{path.stem}.{_PHOTO_SUFFIX.get(photo, photo.lower())}, and predict writes its depth map")
     try:
         with av.open(str(path)) as container:
-            if not container.streams.video:
-                raise InputError(f"{path} has no video stream")
-            stream = container.streams.video[0]
+            if (stream := _picture_stream(container)) is None:
+                cover = " (its only picture is cover art, an audio file's)" if container.streams.video else ""
+                raise InputError(f"{path} has no video stream{cover}")
             fps, span = stream.average_rate or stream.guessed_rate, _declared_span(container, stream)
             estimate = max(1, round(span[1] * fps)) if not stream.frames and span and span[1] and fps else None
             return Inputs("video", str(path), [path], total=stream.frames or estimate,
@@ -232,11 +232,20 @@ def open_video(path: Path) -> Inputs:
         raise InputError(f"cannot read video {path}: {_reason(exc)}") from None
 
 
+def _picture_stream(container):
+    """The container's first video stream that is not a still attached to it (an audio file's cover art, which
+    FFmpeg lists as a one-frame video stream); None if there is none."""
+    import av
+
+    attached = av.stream.Disposition.attached_pic
+    return next((s for s in container.streams.video if not s.disposition & attached), None)
+
+
 _PHOTO_SUFFIX = {"JPEG": "jpg", "TIFF": "tif", "HEIF": "heic", "JPEG2000": "jp2"}
 
 
 def _photo_format(path: Path) -> str | None:
-    """The format of a photo saved under a video's name ('PNG'; FFmpeg would read it as a one-frame video), else
+    """The format of an image saved under a video's name ('PNG'; FFmpeg would read it as a one-frame video), else
     None. Pillow's MPEG is a video's header, which it names but does not decode."""
     try:
         with Image.open(path) as img:
@@ -283,7 +292,7 @@ def _frames(path: Path, fps: Fraction | None, sar: Fraction | None = None) -> It
     import av
 
     with av.open(str(path)) as container:
-        stream = container.streams.video[0]
+        stream = _picture_stream(container)
         packets, places = container.demux(stream), _Places(fps)
         while True:
             try:

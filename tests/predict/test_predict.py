@@ -1186,8 +1186,26 @@ def test_a_photo_saved_under_a_videos_name_says_so(tiny_tflite, tmp_path, capsys
     photo().save(tmp_path / "shot.mkv", format="WEBP")
     for name, form, renamed in (("shot.mp4", "PNG", "shot.png"), ("shot.mkv", "WEBP", "shot.webp")):
         assert main(["predict", str(tiny_tflite), str(tmp_path / name), "-o", str(tmp_path / "d.mp4")]) == 2
-        assert (f"cannot read video {tmp_path / name}: a photo ({form}), not a video: rename it {renamed}, and "
+        assert (f"cannot read video {tmp_path / name}: an image ({form}), not a video: rename it {renamed}, and "
                 "predict writes its depth map") in capsys.readouterr().err
+    assert not (tmp_path / "d.mp4").exists() and not (tmp_path / "d.npy").exists()
+
+
+def test_an_audio_files_cover_art_is_not_taken_for_a_video(tiny_tflite, tmp_path, capsys):
+    """FFmpeg lists an MP4 song's cover art as a one-frame video stream: predict wrote a one-frame depth video of it
+    and called the song truncated ('the video ends at 0.0 s of the 1.1 s its header declares')."""
+    with av.open(str(tmp_path / "song.mp4"), "w") as container:
+        cover, sound = container.add_stream("mjpeg", rate=1), container.add_stream("aac", rate=48000, layout="mono")
+        cover.height, cover.width, cover.pix_fmt = 32, 32, "yuvj420p"
+        cover.disposition = av.stream.Disposition.attached_pic
+        container.mux(cover.encode(av.VideoFrame.from_image(photo(32, 32))))
+        for i in range(20):
+            samples = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
+            samples.sample_rate, samples.pts = 48000, i * 1024
+            container.mux(sound.encode(samples))
+        container.mux(sound.encode())
+    assert main(["predict", str(tiny_tflite), str(tmp_path / "song.mp4"), "-o", str(tmp_path / "d.mp4")]) == 2
+    assert "song.mp4 has no video stream (its only picture is cover art, an audio file's)" in capsys.readouterr().err
     assert not (tmp_path / "d.mp4").exists() and not (tmp_path / "d.npy").exists()
 
 
