@@ -4,7 +4,6 @@ of an image, so that the caller reports and skips it."""
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import os
 from dataclasses import dataclass, field
@@ -304,7 +303,6 @@ def _frames(path: Path, fps: Fraction | None, sar: Fraction | None = None) -> It
                 yield from places.failed_before(None)
                 yield places.item(None, None, f"cannot read the rest of the video: {_reason(exc)}", None)
                 return
-            places.demuxed(packet.pts if packet.size else None)
             try:
                 frames = packet.decode()
             except av.error.FFmpegError as exc:
@@ -321,22 +319,20 @@ def _frames(path: Path, fps: Fraction | None, sar: Fraction | None = None) -> It
 
 
 class _Places:
-    """Frames' places in presentation order. A frame's is the number of packets read so far that are shown before it
-    (a decoder gives a frame only once it has read every packet shown earlier), so a frame the decoder dropped in
-    silence keeps its place. A packet that does not decode is known in decoding order, before frames shown earlier
-    where the video has B-frames: its item waits until those are out. Places only grow; without presentation times,
-    items are counted in the order they come."""
+    """Items numbered in presentation order. A packet that does not decode is known in decoding order, before frames
+    shown earlier where the video has B-frames: its item waits until those are out. A frame the decoder gives after
+    one shown later (a damaged stream) is an item with that error, not a row out of order."""
 
     def __init__(self, fps: Fraction | None):
-        self.fps, self.shown, self.waiting, self.count = fps, [], [], 0
-
-    def demuxed(self, pts: int | None) -> None:
-        if pts is not None:
-            bisect.insort(self.shown, pts)
+        self.fps, self.waiting, self.count, self.last = fps, [], 0, None
 
     def item(self, pts: int | None, image: Image.Image | None, error: str | None, time) -> Item:
-        index = self.count if pts is None else max(self.count, bisect.bisect_left(self.shown, pts))
-        self.count = index + 1
+        index, self.count = self.count, self.count + 1
+        if image is not None and pts is not None:
+            if self.last is not None and pts < self.last:
+                image, error = None, "given by the decoder after frames shown later (a damaged stream)"
+            else:
+                self.last = pts
         return Item(f"frame {index}", image, error, _seconds(time, index, self.fps), index)
 
     def failed(self, pts: int | None, time, error: str) -> Iterator[Item]:

@@ -1419,6 +1419,21 @@ def test_frames_keep_their_places_on_screen_when_a_b_frame_videos_reference_fram
     assert [(s["frame"], s["time_s"]) for s in stamps["skipped"]] == [(6, pytest.approx(0.6))]
 
 
+
+def test_a_frame_the_decoder_gives_out_of_order_is_skipped_not_written_back_in_time():
+    """A damaged H.264 stream (a B-frame's data overwritten, which FFmpeg conceals without an error) gave the frame
+    shown at pts 1 after those at 4, 8 and 9: it was a stack row with its time going backwards and a frame number
+    after theirs."""
+    from depthport.predict_inputs import _Places
+
+    places, picture = _Places(Fraction(30)), Image.new("RGB", (4, 4))
+    items = [places.item(pts, picture, None, Fraction(pts, 30)) for pts in (0, 4, 8, 9, 1, 10, 10)]
+    assert [(i.index, i.error is None) for i in items] == [(0, True), (1, True), (2, True), (3, True), (4, False),
+                                                           (5, True), (6, True)]  # equal times (pts 10 twice) kept
+    assert items[4].image is None and "after frames shown later (a damaged stream)" in items[4].error
+    assert items[4].time == pytest.approx(1 / 30)
+
+
 # ------------------------------------------------------------------------------------------------ Ctrl-C
 def interrupt_when(argv: list, ready, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run the console script in a child; send it SIGINT (Ctrl-C) once ``ready()`` holds."""
