@@ -15,9 +15,11 @@ HEAD_BYTES = 512  # enough for a tar header's magic (at byte 257) and a web page
 # avif) and Canon's CR3 (crx), which are not videos
 _VIDEO_BRANDS = (b"isom", b"iso2", b"iso4", b"iso5", b"iso6", b"mp41", b"mp42", b"avc1", b"M4V", b"qt  ", b"3gp",
                  b"3g2", b"MSNV", b"XAVC", b"mmp4", b"dash", b"f4v ")
-# What phones, cameras and camcorders write (AVCHD's .MTS/.M2TS, older phones' .3gp), and the common containers
+# What phones, cameras and camcorders write (AVCHD's .MTS/.M2TS, older phones' .3gp), the common containers, and
+# raw H.264/HEVC streams (a Raspberry Pi camera's, a drone's)
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".mts", ".m2ts", ".3gp",
-                  ".3g2", ".wmv", ".asf", ".flv", ".f4v", ".ogv", ".vob", ".mxf", ".dv")
+                  ".3g2", ".wmv", ".asf", ".flv", ".f4v", ".ogv", ".vob", ".mxf", ".dv", ".h264", ".264", ".h265",
+                  ".265", ".hevc")
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tgz", ".gz", ".7z", ".rar", ".bz2", ".xz", ".zst")
 
 _UNPACK = "unpack it first ({command}) and give the folder of its images"

@@ -220,7 +220,7 @@ def open_video(path: Path) -> Inputs:
             if (stream := _picture_stream(container)) is None:
                 cover = " (its only picture is cover art, an audio file's)" if container.streams.video else ""
                 raise InputError(f"{path} has no video stream{cover}")
-            fps, span = stream.average_rate or stream.guessed_rate, _declared_span(container, stream)
+            fps, span = _frame_rate(container, stream), _declared_span(container, stream)
             estimate = max(1, round(span[1] * fps)) if not stream.frames and span and span[1] and fps else None
             return Inputs("video", str(path), [path], total=stream.frames or estimate,
                           total_estimated=estimate is not None, fps=fps, time_base=stream.time_base,
@@ -229,6 +229,14 @@ def open_video(path: Path) -> Inputs:
                           hdr=tone_map.NAMES.get(stream.codec_context.color_trc))
     except av.error.FFmpegError as exc:
         raise InputError(f"cannot read video {path}: {_reason(exc)}") from None
+
+
+def _frame_rate(container, stream) -> Fraction | None:
+    """The frames' rate: a raw H.264/HEVC stream's is the one its own header (SPS) states, where FFmpeg's demuxer
+    gives 25 whatever it says; its frames have no times, and their place at this rate is theirs."""
+    if container.format.name in ("h264", "hevc"):
+        return stream.guessed_rate or stream.average_rate
+    return stream.average_rate or stream.guessed_rate
 
 
 def _picture_stream(container):

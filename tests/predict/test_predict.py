@@ -1230,11 +1230,13 @@ def test_a_video_into_a_folder_takes_the_videos_name(tiny_tflite, tmp_path, caps
     assert f"give --npy NAME.npy, or a folder to put IMG_0002.npy in ({tmp_path / 'stack'}/)" in capsys.readouterr().err
 
 def test_camcorder_and_old_phone_videos_are_read_as_videos(tiny_tflite, tmp_path, capsys):
-    """A camcorder's AVCHD .MTS (H.264 in MPEG-TS) and an old phone's .3gp (MPEG-4 Part 2) are videos, given alone or
+    """A camcorder's AVCHD .MTS (H.264 in MPEG-TS), an old phone's .3gp (MPEG-4 Part 2) and a Raspberry Pi camera's
+    raw H.264 stream (.h264, at the rate its own header states: FFmpeg's demuxer says 25) are videos, given alone or
     in a folder (they were read as images: 'not an image format Pillow can read', and left out of folders)."""
-    for name, form, codec in (("00001.MTS", "mpegts", "libx264"), ("VID_0001.3gp", "3gp", "mpeg4")):
+    for name, form, codec in (("00001.MTS", "mpegts", "libx264"), ("VID_0001.3gp", "3gp", "mpeg4"),
+                              ("pi.h264", "h264", "libx264")):
         with av.open(str(tmp_path / name), "w", format=form) as container:
-            stream = container.add_stream(codec, rate=25)
+            stream = container.add_stream(codec, rate=25 if form != "h264" else 30)
             stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
             for i in range(3):
                 for packet in stream.encode(av.VideoFrame.from_image(photo(48, 64, seed=i))):
@@ -1244,7 +1246,9 @@ def test_camcorder_and_old_phone_videos_are_read_as_videos(tiny_tflite, tmp_path
         out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / name, "-o", tmp_path / "out" / f"{name}.mp4"])
         assert out.startswith("3 frames, 0 skipped, ")
         assert np.load(tmp_path / "out" / f"{name}.npy").shape == (3, 48, 64)
-    assert open_inputs(tmp_path).names == ["00001.MTS", "VID_0001.3gp"]
+    assert json.loads((tmp_path / "out" / "pi.h264.timestamps.json").read_text())["time_s"] == pytest.approx(
+        [0, 1 / 30, 2 / 30])
+    assert open_inputs(tmp_path).names == ["00001.MTS", "VID_0001.3gp", "pi.h264"]
 
 
 def test_a_video_whose_stack_the_disk_cannot_hold_is_refused_and_a_full_disk_leaves_nothing(
