@@ -212,9 +212,9 @@ def open_video(path: Path) -> Inputs:
 
     if not path.is_file():
         raise InputError(f"video not found: {path}" if not path.exists() else f"video path {path} is not a file")
-    if photo := _photo_format(path):
-        raise InputError(f"cannot read video {path}: an image ({photo}), not a video: rename it "
-                         f"{path.stem}.{_PHOTO_SUFFIX.get(photo, photo.lower())}, and predict writes its depth map")
+    if image := _image_format(path):
+        raise InputError(f"cannot read video {path}: an image ({image}), not a video: rename it "
+                         f"{path.stem}.{_IMAGE_SUFFIX.get(image, image.lower())}, and predict writes its depth map")
     try:
         with av.open(str(path)) as container:
             if (stream := _picture_stream(container)) is None:
@@ -248,10 +248,10 @@ def _picture_stream(container):
     return next((s for s in container.streams.video if not s.disposition & attached), None)
 
 
-_PHOTO_SUFFIX = {"JPEG": "jpg", "TIFF": "tif", "HEIF": "heic", "JPEG2000": "jp2"}
+_IMAGE_SUFFIX = {"JPEG": "jpg", "TIFF": "tif", "HEIF": "heic", "JPEG2000": "jp2"}
 
 
-def _photo_format(path: Path) -> str | None:
+def _image_format(path: Path) -> str | None:
     """The format of an image saved under a video's name ('PNG'; FFmpeg would read it as a one-frame video), else
     None. Pillow's MPEG is a video's header, which it names but does not decode."""
     try:

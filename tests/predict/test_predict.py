@@ -1179,7 +1179,7 @@ def test_a_video_saved_without_its_suffix_is_read_as_a_video(tiny_tflite, tmp_pa
     assert sorted(open_inputs(f"{tmp_path}/*").videos) == ["IMG_0003.bin", "c.download", "clip"]
 
 
-def test_a_photo_saved_under_a_videos_name_says_so(tiny_tflite, tmp_path, capsys):
+def test_an_image_saved_under_a_videos_name_says_so(tiny_tflite, tmp_path, capsys):
     """A PNG named .mp4 or a WebP named .mkv: FFmpeg reads it as a one-frame video, and predict wrote a depth video of
     one frame; it says what the file is, as a video named .jpg does."""
     photo().save(tmp_path / "shot.mp4", format="PNG")
