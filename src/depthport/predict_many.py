@@ -169,7 +169,8 @@ def _depth(predictor: Predictor, item: Item, tally: Tally, shape: tuple[int, ...
             error = str(exc)
     if depth is not None and shape is not None and depth.shape != shape:
         h, w = depth.shape
-        depth, error = None, f"its size is {w}x{h}, the first frame's {shape[1]}x{shape[0]}"
+        depth, error = None, (f"its size is {w}x{h}, the first frame's {shape[1]}x{shape[0]} (a stack holds one size: "
+                              "--model-size keeps every frame at the model's)")
     if depth is None:
         tally.skip(item, error)
     else:

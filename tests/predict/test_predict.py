@@ -1424,6 +1424,29 @@ def test_frames_keep_their_places_on_screen_when_a_b_frame_videos_reference_fram
 
 
 
+def test_frames_that_change_size_are_skipped_with_the_way_to_keep_them(tiny_tflite, tmp_path, capsys):
+    """A screen recording whose window was resized: the depth at a frame's own size does not fit the stack; the
+    frames of the second size are skipped, and the line says that --model-size keeps them all."""
+    path = tmp_path / "resized.mkv"
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mjpeg", rate=25)
+        stream.height, stream.width, stream.pix_fmt = 48, 64, "yuvj420p"
+        larger = av.CodecContext.create("mjpeg", "w")
+        larger.height, larger.width, larger.pix_fmt, larger.time_base = 80, 96, "yuvj420p", Fraction(1, 25)
+        for i in range(4):
+            frame = av.VideoFrame.from_image(photo(*((48, 64) if i < 2 else (80, 96)), seed=i))
+            frame.pts, frame.time_base = i, Fraction(1, 25)
+            for packet in (stream.encode(frame) if i < 2 else larger.encode(frame)):
+                packet.stream = stream
+                container.mux(packet)
+    out, err = ok(capsys, ["predict", tiny_tflite, path, "-o", tmp_path / "d.mp4"])
+    assert out.startswith("4 frames, 2 skipped (frame 2, frame 3: reasons above)")
+    assert ("skipped frame 2: its size is 96x80, the first frame's 64x48 (a stack holds one size: --model-size keeps "
+            "every frame at the model's)") in err
+    out, _ = ok(capsys, ["predict", tiny_tflite, path, "-o", tmp_path / "m.mp4", "--model-size"])
+    assert out.startswith("4 frames, 0 skipped") and np.load(tmp_path / "m.npy").shape == (4, *TINY_HW)
+
+
 def test_a_frame_the_decoder_gives_out_of_order_is_skipped_not_written_back_in_time():
     """A damaged H.264 stream (a B-frame's data overwritten, which FFmpeg conceals without an error) gave the frame
     shown at pts 1 after those at 4, 8 and 9: it was a stack row with its time going backwards and a frame number
