@@ -240,12 +240,14 @@ def _frame_rate(container, stream) -> Fraction | None:
 
 
 def _picture_stream(container):
-    """The container's first video stream that is not a still attached to it (an audio file's cover art, which
-    FFmpeg lists as a one-frame video stream); None if there is none."""
+    """The container's video stream with the most pixels, the first of those, as ffmpeg's own choice; a still attached
+    to the file (an audio file's cover art, which FFmpeg lists as a one-frame video stream) is not one. None if
+    there is none."""
     import av
 
     attached = av.stream.Disposition.attached_pic
-    return next((s for s in container.streams.video if not s.disposition & attached), None)
+    streams = [s for s in container.streams.video if not s.disposition & attached]
+    return max(streams, key=lambda s: (s.width or 0) * (s.height or 0), default=None)
 
 
 _IMAGE_SUFFIX = {"JPEG": "jpg", "TIFF": "tif", "HEIF": "heic", "JPEG2000": "jp2"}

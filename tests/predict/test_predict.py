@@ -1191,9 +1191,10 @@ def test_an_image_saved_under_a_videos_name_says_so(tiny_tflite, tmp_path, capsy
     assert not (tmp_path / "d.mp4").exists() and not (tmp_path / "d.npy").exists()
 
 
-def test_an_audio_files_cover_art_is_not_taken_for_a_video(tiny_tflite, tmp_path, capsys):
+def test_the_video_read_is_the_largest_stream_and_never_cover_art(tiny_tflite, tmp_path, capsys):
     """FFmpeg lists an MP4 song's cover art as a one-frame video stream: predict wrote a one-frame depth video of it
-    and called the song truncated ('the video ends at 0.0 s of the 1.1 s its header declares')."""
+    and called the song truncated ('the video ends at 0.0 s of the 1.1 s its header declares'). Of two video streams
+    (a preview beside the recording) the one with the most pixels is read, as ffmpeg chooses: the first was."""
     with av.open(str(tmp_path / "song.mp4"), "w") as container:
         cover, sound = container.add_stream("mjpeg", rate=1), container.add_stream("aac", rate=48000, layout="mono")
         cover.height, cover.width, cover.pix_fmt = 32, 32, "yuvj420p"
@@ -1207,6 +1208,19 @@ def test_an_audio_files_cover_art_is_not_taken_for_a_video(tiny_tflite, tmp_path
     assert main(["predict", str(tiny_tflite), str(tmp_path / "song.mp4"), "-o", str(tmp_path / "d.mp4")]) == 2
     assert "song.mp4 has no video stream (its only picture is cover art, an audio file's)" in capsys.readouterr().err
     assert not (tmp_path / "d.mp4").exists() and not (tmp_path / "d.npy").exists()
+    with av.open(str(tmp_path / "two.mkv"), "w") as container:
+        streams = [container.add_stream("mjpeg", rate=25) for _ in range(2)]
+        for stream, (h, w) in zip(streams, ((24, 32), (48, 64))):
+            stream.height, stream.width, stream.pix_fmt = h, w, "yuvj420p"
+        for i in range(6):  # the small one 6 frames, the large one 4
+            for stream in streams if i < 4 else streams[:1]:
+                frame = av.VideoFrame.from_image(photo(stream.height, stream.width, seed=i))
+                frame.pts, frame.time_base = i, Fraction(1, 25)
+                container.mux(stream.encode(frame))
+        container.mux([*streams[0].encode(), *streams[1].encode()])
+    assert open_inputs(tmp_path / "two.mkv").stored_wh == (64, 48)
+    out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "two.mkv", "-o", tmp_path / "t.mp4"])
+    assert out.startswith("4 frames, 0 skipped") and np.load(tmp_path / "t.npy").shape == (4, 48, 64)
 
 
 def test_a_video_into_a_folder_takes_the_videos_name(tiny_tflite, tmp_path, capsys):
