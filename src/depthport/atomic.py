@@ -12,8 +12,10 @@ from pathlib import Path
 
 @contextlib.contextmanager
 def atomic_path(final: str | os.PathLike):
-    """Yields a temporary path beside ``final``; renamed onto it only if the block succeeds."""
+    """Yields a temporary path beside ``final``; renamed onto it only if the block succeeds. The folders made for it
+    are removed again when it fails, where they are still empty."""
     final = Path(final)
+    made = _missing_folders(final.parent)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = None
     try:
@@ -25,10 +27,23 @@ def atomic_path(final: str | os.PathLike):
         os.chmod(tmp, 0o666 & ~umask)
         yield Path(tmp)
         os.replace(tmp, final)
+        made = []
     finally:
         with sigint_deferred():
             if tmp is not None and os.path.exists(tmp):
                 os.unlink(tmp)
+            for folder in made:  # deepest first; one that holds anything else stays
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and its parents up to the first that exists, deepest first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
 
 
 @contextlib.contextmanager

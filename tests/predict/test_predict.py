@@ -1526,6 +1526,25 @@ print(interrupted)
 """
 
 
+def test_a_failed_write_removes_the_folders_made_for_it_and_only_those(tmp_path):
+    """An output whose folders did not exist: when its write fails they go with it (they stayed, empty); a folder
+    that was there, or that holds something else by then, stays; a write that succeeds keeps them."""
+    from depthport.atomic import atomic_path
+
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(RuntimeError), atomic_path(tmp_path / "kept" / "new" / "deeper" / "d.png") as tmp:
+        tmp.write_bytes(b"half")
+        raise RuntimeError("the write fails")
+    assert [p.name for p in tmp_path.iterdir()] == ["kept"] and not list((tmp_path / "kept").iterdir())
+    with pytest.raises(RuntimeError), atomic_path(tmp_path / "a" / "b" / "d.png"):
+        (tmp_path / "a" / "other.txt").write_text("written meanwhile by someone else")
+        raise RuntimeError("the write fails")
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["other.txt"]
+    with atomic_path(tmp_path / "c" / "d" / "d.png") as tmp:
+        tmp.write_bytes(b"whole")
+    assert (tmp_path / "c" / "d" / "d.png").read_bytes() == b"whole"
+
+
 def test_ctrl_c_at_any_instant_leaves_no_temporary_file_and_whole_pairs(tmp_path):
     """SIGINT at 300 random instants of a loop of atomic_paths (before, the creation of a temporary file could be
     interrupted before its removal was registered: 274 .part files were left in this loop)."""
@@ -1540,16 +1559,17 @@ def test_ctrl_c_at_any_instant_leaves_no_temporary_file_and_whole_pairs(tmp_path
 
 def test_ctrl_c_during_a_video_leaves_nothing_half_written(tiny_tflite, tmp_path):
     make_video(tmp_path / "long.mp4", 400, hw=(96, 128))
-    out = tmp_path / "out"
+    out, stacks = tmp_path / "out", tmp_path / "stacks" / "day1"
 
     def frames_written() -> bool:  # the stack's temp file holds a few frames
         return any(p.name.startswith(".d.npy.") and p.stat().st_size > 4 * 96 * 128 * 4
-                   for p in out.glob(".*.part")) if out.is_dir() else False
+                   for p in stacks.glob(".*.part")) if stacks.is_dir() else False
 
-    run = interrupt_when(["predict", tiny_tflite, tmp_path / "long.mp4", "-o", out / "d.mp4"], frames_written)
+    run = interrupt_when(["predict", tiny_tflite, tmp_path / "long.mp4", "-o", out / "d.mp4", "--npy",
+                          stacks / "d.npy"], frames_written)
     assert run.returncode == 130, run.stderr[-2000:]
     assert "depthport predict: interrupted after" in run.stderr and "nothing was written" in run.stderr
-    assert list(out.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["long.mp4"]  # the folders made for the outputs: gone too
 
 
 def test_ctrl_c_during_a_folder_of_videos_keeps_the_finished_videos_whole(tiny_tflite, tmp_path):
