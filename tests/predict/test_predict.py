@@ -983,6 +983,13 @@ def test_several_files_given_one_by_one_are_taken_as_a_patterns_matches(tiny_tfl
         assert main(["predict", str(tiny_tflite), *map(str, bad), "-o", str(tmp_path / "none")]) == 2
         assert message in capsys.readouterr().err and not (tmp_path / "none").exists()
 
+def timed_frame(hw: tuple[int, int], i: int, rate: int = 25, start: int = 0) -> av.VideoFrame:
+    """Frame ``i`` of a test video: ``photo(*hw, seed=i)`` at time (start + i) / rate."""
+    frame = av.VideoFrame.from_image(photo(*hw, seed=i))
+    frame.pts, frame.time_base = start + i, Fraction(1, rate)
+    return frame
+
+
 def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0, sar: Fraction | None = None,
                start: int = 0) -> list[tuple[int, int]]:
     """An MJPEG video (every frame a JPEG of its own), a different smooth picture in each frame; returns each
@@ -997,9 +1004,7 @@ def make_video(path: Path, frames: int, hw=(48, 64), rate=25, rotation: int = 0,
         if sar:
             stream.codec_context.sample_aspect_ratio = sar
         for i in range(frames):
-            frame = av.VideoFrame.from_image(photo(*hw, seed=i))
-            frame.pts, frame.time_base = start + i, Fraction(1, rate)
-            for packet in stream.encode(frame):
+            for packet in stream.encode(timed_frame(hw, i, rate, start)):
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
@@ -1214,9 +1219,7 @@ def test_the_video_read_is_the_largest_stream_and_never_cover_art(tiny_tflite, t
             stream.height, stream.width, stream.pix_fmt = h, w, "yuvj420p"
         for i in range(6):  # the small one 6 frames, the large one 4
             for stream in streams if i < 4 else streams[:1]:
-                frame = av.VideoFrame.from_image(photo(stream.height, stream.width, seed=i))
-                frame.pts, frame.time_base = i, Fraction(1, 25)
-                container.mux(stream.encode(frame))
+                container.mux(stream.encode(timed_frame((stream.height, stream.width), i)))
         container.mux([*streams[0].encode(), *streams[1].encode()])
     assert open_inputs(tmp_path / "two.mkv").stored_wh == (64, 48)
     out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "two.mkv", "-o", tmp_path / "t.mp4"])
@@ -1326,9 +1329,7 @@ def test_a_truncated_video_says_where_it_ends_against_its_header(tiny_tflite, tm
         video, audio = container.add_stream("mjpeg", rate=25), container.add_stream("mp2", rate=48000, layout="mono")
         video.height, video.width, video.pix_fmt = 48, 64, "yuvj420p"
         for i in range(25):
-            frame = av.VideoFrame.from_image(photo(48, 64, seed=i))
-            frame.pts, frame.time_base = i, Fraction(1, 25)
-            container.mux(video.encode(frame))
+            container.mux(video.encode(timed_frame((48, 64), i)))
         for i in range(100):
             sound = av.AudioFrame.from_ndarray(np.zeros((1, 1152), np.int16), format="s16", layout="mono")
             sound.sample_rate, sound.pts = 48000, i * 1152
@@ -1417,9 +1418,7 @@ def test_frames_keep_their_places_on_screen_when_a_b_frame_videos_reference_fram
             "bf": "2", "g": "12", "threads": "1", "x264-params": "b-pyramid=none:scenecut=0:log-level=error"})
         stream.height, stream.width, stream.pix_fmt = 48, 64, "yuv420p"
         for i in range(12):
-            frame = av.VideoFrame.from_image(photo(48, 64, seed=i))
-            frame.pts = i
-            for packet in (*stream.encode(frame), *(stream.encode() if i == 11 else ())):
+            for packet in (*stream.encode(timed_frame((48, 64), i, 10)), *(stream.encode() if i == 11 else ())):
                 container.mux(packet)
     with av.open(str(path)) as container:
         stored = [(p.pts, p.pos) for p in container.demux(video=0) if p.size]
@@ -1448,8 +1447,7 @@ def test_frames_that_change_size_are_skipped_with_the_way_to_keep_them(tiny_tfli
         larger = av.CodecContext.create("mjpeg", "w")
         larger.height, larger.width, larger.pix_fmt, larger.time_base = 80, 96, "yuvj420p", Fraction(1, 25)
         for i in range(4):
-            frame = av.VideoFrame.from_image(photo(*((48, 64) if i < 2 else (80, 96)), seed=i))
-            frame.pts, frame.time_base = i, Fraction(1, 25)
+            frame = timed_frame((48, 64) if i < 2 else (80, 96), i)
             for packet in (stream.encode(frame) if i < 2 else larger.encode(frame)):
                 packet.stream = stream
                 container.mux(packet)
