@@ -17,8 +17,8 @@ from .core.report_model import Units, load
 from .core.schema import ReportJson
 from .focal import focal_px
 from .outdir import claim_output_files
-from .preprocess import (FOCAL_KEY, FRAMES_KEY, InputError, letterbox_box, load_image, stretch, stretch_note,
-                         to_tensor)
+from .preprocess import (FOCAL_KEY, FRAMES_KEY, Frames, InputError, letterbox_box, load_image, stretch,
+                         stretch_note, to_tensor)
 from .registry import MODELS
 from .runtimes import load_runner
 from .visualize import colorize, depth_range, with_colorbar
@@ -262,7 +262,7 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
             letterbox: bool = False, threads: int = 2, accelerator: str = "cpu",
             gpu_precision: str = "fp32", focal: float | None = None, model_size: bool = False,
             prompt: str | Path | None = None, on_focal: Callable[[float, tuple[int, int]], None] | None = None,
-            on_frames: Callable[[int], None] | None = None, on_stretch: Callable[[str], None] | None = None
+            on_frames: Callable[[Frames], None] | None = None, on_stretch: Callable[[str], None] | None = None
             ) -> np.ndarray:
     """Depth (H, W) of one image at the image's displayed size (``photo_size``: bicubic, as transformers
     resizes it), or at the model's input size with ``model_size``; in metres for a metric model. Writes the
@@ -271,9 +271,9 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
 
     ``focal`` is the camera's focal length in pixels of the image, which models whose metres need it (Depth Anything 3
     Metric) take from the photo's EXIF when it is None (``focal.focal_35mm``; an InputError where it has none;
-    ``on_focal(f35_mm, (W, H))`` is told what was used), and others refuse. ``on_frames(n)`` is told when the image
-    is an animation of ``n`` frames (its first frame is used), ``on_stretch(note)`` when the input stretches the
-    image's aspect more than ``preprocess.STRETCH_NOTED``. ``prompt`` is the prompt depth file
+    ``on_focal(f35_mm, (W, H))`` is told what was used), and others refuse. ``on_frames(frames)`` is told when the
+    image is an animation or a multi-page TIFF (its first frame or page is used), ``on_stretch(note)`` when the input
+    stretches the image's aspect more than ``preprocess.STRETCH_NOTED``. ``prompt`` is the prompt depth file
     (16-bit PNG in millimetres, or .npy in metres) that prompted files (Prompt Depth Anything) require and others
     refuse. ``accelerator="gpu"`` runs a .tflite on the LiteRT GPU accelerator with ``gpu_precision`` compute (FP32
     unless "fp16" is asked for). The output paths are checked

@@ -20,7 +20,7 @@ from .core.patterns import has_pattern, local_path, pattern_files, pattern_root,
 from .core.prompts import is_prompt_file
 from .errors import InputError
 from .file_kind import ARCHIVE_SUFFIXES, VIDEO_SUFFIXES, head, starts_as_video
-from .preprocess import RAW_SUFFIXES, load_image
+from .preprocess import RAW_SUFFIXES, Frames, load_image
 
 _UNSPECIFIED = 2  # FFmpeg's AVCOL_SPC_UNSPECIFIED: a video that does not name its YUV matrix
 _ROTATIONS = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, -180: Image.Transpose.ROTATE_180,
@@ -172,12 +172,20 @@ def _videos(names: list[str]) -> str:
     return listed("video", names)
 
 
-def animations_note(names: list[str]) -> str:
-    """The summary's note on the animated images read (their first frames); "" for none."""
-    if not names:
-        return ""
-    whose = "each one's" if len(names) != 1 else "its"
-    return f"{listed('animated image', names)}: the depth of {whose} first frame"
+def first_of(frames: Frames) -> str:
+    """'the depth of the first of its 3 pages (a multi-page TIFF)': one image's note."""
+    article = "an" if frames.kind[0] in "aeiou" else "a"
+    return f"the depth of the first of its {frames.count} {frames.unit}s ({article} {frames.kind})"
+
+
+def first_images_note(read: list[tuple[str, Frames]]) -> str:
+    """The summary's note on the animations and multi-page TIFFs read (their first images), by kind; "" for none."""
+    notes = []
+    for kind, unit in {frames.kind: frames.unit for _, frames in read}.items():  # in the order first read
+        names = [name for name, frames in read if frames.kind == kind]
+        whose = "each one's" if len(names) != 1 else "its"
+        notes.append(f"{listed(kind, names)}: the depth of {whose} first {unit}")
+    return "; ".join(notes)
 
 
 def passed_over(inputs: Inputs) -> str:

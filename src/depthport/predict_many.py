@@ -36,7 +36,7 @@ from .focal import photos_note
 from .outdir import WrongSuffix, check_output_file, claim_output_files
 from .predict import NotADepthMap, Predictor, write_depth
 from .preprocess import FRAMES_KEY, STRETCH_NOTED, stretch_note
-from .predict_inputs import Inputs, Item, animations_note, hdr_note, passed_over, square_pixels_note
+from .predict_inputs import Inputs, Item, first_images_note, hdr_note, passed_over, square_pixels_note
 from .visualize import not_finite
 
 VIDEO_FORMATS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska"}
@@ -195,17 +195,17 @@ def predict_images(predictor: Predictor, inputs: Inputs, outputs: list[tuple[Pat
     """Each image's depth PNG (and .npy) written whole, one image at a time, in order."""
     tally.start = time.perf_counter()
     tally.notes.append(passed_over(inputs))
-    animated = []
+    several = []  # (name, Frames) of the animations and multi-page TIFFs read
     for item, (png, npy) in zip(inputs.items(), outputs):
         depth = _depth(predictor, item, tally)
         if depth is not None:
             write_depth(depth, predictor.picture(depth), png, npy)
             tally.done += 1
-            if item.image.info.get(FRAMES_KEY):
-                animated.append(item.name)
+            if frames := item.image.info.get(FRAMES_KEY):
+                several.append((item.name, frames))
         if on_item:
             on_item(item, depth is not None)
-    tally.notes += [animations_note(animated), photos_note(predictor.exif_focals), stretched_note(tally, predictor)]
+    tally.notes += [first_images_note(several), photos_note(predictor.exif_focals), stretched_note(tally, predictor)]
     tally.check_any()
 
 

@@ -10,6 +10,7 @@ import re
 import shlex
 import struct
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pi_heif
@@ -37,7 +38,7 @@ UNDECODED = {".jxl": JPEG_XL, ".svg": SVG, ".svgz": SVG, ".exr": OPENEXR, ".hdr"
 # from its header, before decoding it.
 MAX_PIXELS = 2**28
 FOCAL_KEY = "focal_35mm"  # in a loaded image's info: its EXIF 35 mm-equivalent focal length (``focal.focal_35mm``)
-FRAMES_KEY = "animation_frames"  # in a loaded image's info: an animation's frame count (its first frame was read)
+FRAMES_KEY = "more_images"  # in a loaded image's info: the ``Frames`` of a file of several images (the first read)
 ANIMATED_FORMATS = ("GIF", "PNG", "WEBP")  # animations; an MPO's or HEIF's other images are not frames a viewer plays
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -77,7 +78,7 @@ def load_image(path: str | Path) -> Image.Image:
     - EXIF orientation (all eight) is applied (``ImageOps.exif_transpose``): the image has the displayed shape.
     - HEIC/HEIF photos are read through pi-heif (libheif): their rotation applied once, 10-bit read at 8 bits.
     - A multi-frame file (animated GIF, PNG or WebP, multi-page TIFF, MPO, HEIF sequence) gives its first frame;
-      an animation's frame count is kept in ``info[FRAMES_KEY]``, so that the output can say so.
+      an animation's frames or a TIFF's pages are counted in ``info[FRAMES_KEY]``, so that the output can say so.
     - An embedded ICC profile converts the colours to sRGB (``ImageCms``, perceptual intent); a profile that
       cannot be read or does not fit the image's colour space is ignored, as viewers ignore it.
     - Greyscale (L, 1), palette, CMYK, YCbCr, LAB and HSV images become RGB (Pillow's conversions where no
@@ -116,19 +117,19 @@ def load_image(path: str | Path) -> Image.Image:
             if (pixels := img.width * img.height) > MAX_PIXELS:
                 raise InputError(f"cannot read image {path}: {img.width}x{img.height} is {pixels / 1e6:.0f} "
                                  f"megapixels, above the {MAX_PIXELS / 1e6:.0f} depthport reads; downscale it first")
+            frames = _frames(img)
             img.load()
             if img.mode in ("I", "F"):
                 what = "a floating-point" if img.mode == "F" else "a 32-bit or signed integer"
                 raise InputError(f"unsupported image mode {img.mode!r} in {path}: {what} greyscale image has no "
                                  "defined mapping to 8-bit RGB; convert it to 8 bits first")
             f35 = focal_35mm(img)
-            frames = img.n_frames if getattr(img, "is_animated", False) and img.format in ANIMATED_FORMATS else 1
             white_is_zero = img.format == "TIFF" and img.tag_v2.get(262) == 0  # Photometric: WhiteIsZero
             img = ImageOps.exif_transpose(img)
             rgb = _to_rgb(_grey_8bit(img, white_is_zero) if img.mode.startswith("I;16") else img, path)
             if f35:
                 rgb.info[FOCAL_KEY] = f35
-            if frames > 1:
+            if frames:
                 rgb.info[FRAMES_KEY] = frames
             return rgb
     except InputError:
@@ -151,6 +152,34 @@ def load_image(path: str | Path) -> Image.Image:
             # a decoder's own words: 'broken data stream when reading image file', 'Unsupported BMP header type (99)'
             reason = f"the file is damaged, or a variant of its format Pillow does not decode: {reason}"
         raise InputError(f"cannot read image {path}: {reason}") from None
+
+
+class Frames(NamedTuple):
+    """The images a viewer steps through in a file of several, of which ``load_image`` read the first."""
+
+    count: int
+    unit: str  # "frame", "page"
+    kind: str  # "animated image", "multi-page TIFF"
+
+
+def _frames(img: Image.Image) -> Frames | None:
+    """An animation's frames, or a TIFF's pages less the reduced-resolution copies (previews) and transparency masks
+    a scanner or an editor stores beside a page (NewSubfileType bits 0 and 2); None for a single image, and for a
+    TIFF whose later directories do not read (its first image still does). Counted before the first image is
+    decoded: seeking a TIFF after would decode it again."""
+    if img.format in ANIMATED_FORMATS and getattr(img, "is_animated", False):
+        return Frames(img.n_frames, "frame", "animated image")
+    if img.format != "TIFF":
+        return None
+    pages = 0
+    try:
+        for index in range(img.n_frames if img.n_frames > 1 else 0):
+            img.seek(index)
+            pages += not img.tag_v2.get(254, 0) & 0b101
+    except Exception:  # noqa: BLE001 (any of Pillow's errors: the count is a note; the first image still reads)
+        pages = 0
+    img.seek(0)
+    return Frames(pages, "page", "multi-page TIFF") if pages > 1 else None
 
 
 def _unidentified(path: Path) -> str:

@@ -330,6 +330,39 @@ def test_an_animation_gives_its_first_frames_depth_and_says_so(tiny_tflite, tmp_
     assert "; 3 animated images (anim.gif, anim.png, anim.webp): the depth of each one's first frame" in out
 
 
+def test_a_multi_page_tiff_gives_its_first_pages_depth_and_says_so(tiny_tflite, tmp_path, capsys):
+    """A TIFF of several pages (a scanner's, a microscope's stack): the depth of its first page, said as an animation's
+    first frame is (it said nothing). A page's reduced-resolution preview is not a page; a TIFF whose later
+    directories do not read still gives its first page, without a note."""
+    import tifffile
+
+    from depthport.preprocess import FRAMES_KEY, Frames, load_image
+
+    pages, scans = [photo(40, 60, seed) for seed in range(3)], tmp_path / "scans"
+    scans.mkdir()
+    pages[0].save(scans / "pages.tif", save_all=True, append_images=pages[1:])
+    pages[0].save(tmp_path / "first.png")
+    with tifffile.TiffWriter(scans / "preview.tif") as tif:
+        tif.write(np.asarray(pages[0]), photometric="rgb")
+        tif.write(np.asarray(pages[1])[::4, ::4], photometric="rgb", subfiletype=1)  # reduced-resolution
+    stored = bytearray((scans / "pages.tif").read_bytes())
+    first = struct.unpack("<I", stored[4:8])[0]
+    after = first + 2 + 12 * struct.unpack("<H", stored[first:first + 2])[0]
+    stored[after:after + 4] = struct.pack("<I", len(stored) + 5000)  # the second page's directory: past the end
+    (tmp_path / "cut.tif").write_bytes(stored)
+    assert load_image(scans / "pages.tif").info[FRAMES_KEY] == Frames(3, "page", "multi-page TIFF")
+    for name in ("scans/pages.tif", "scans/preview.tif", "cut.tif"):
+        depth = single(capsys, tiny_tflite, tmp_path / name, tmp_path / f"d-{Path(name).stem}")
+        np.testing.assert_array_equal(depth, single(capsys, tiny_tflite, tmp_path / "first.png", tmp_path / "f"))
+    assert FRAMES_KEY not in load_image(scans / "preview.tif").info | load_image(tmp_path / "cut.tif").info
+    out, _ = ok(capsys, ["predict", tiny_tflite, scans / "pages.tif", "-o", tmp_path / "p.png"])
+    assert "; the depth of the first of its 3 pages (a multi-page TIFF)" in out
+    pages[0].save(scans / "anim.gif", save_all=True, append_images=pages[1:], duration=100)
+    out, _ = ok(capsys, ["predict", tiny_tflite, scans, "-o", tmp_path / "out"])
+    assert ("3 images, 0 skipped" in out and "; 1 animated image (anim.gif): the depth of its first frame; 1 "
+            "multi-page TIFF (pages.tif): the depth of its first page" in out)
+
+
 def test_a_folder_is_read_as_far_as_pillow_reads_and_hidden_files_are_passed_over(tmp_path):
     """Targa, PCX, SGI and icon files are read like any photo; macOS's ``._NAME.jpg`` metadata twins (copied
     cards and drives) and other dot-files are passed over as a shell's ``*`` passes them, not reported as bad."""

@@ -128,17 +128,17 @@ def _or_folder(source: Path):
 def _one(args, image: Path, out: Path, options: dict) -> int:
     from ..focal import photo_note
     from ..predict import output_units, predict
+    from ..predict_inputs import first_of
     from ..quiet import native_stderr_muted
     from ..visualize import not_finite
 
     out = into_folder(args.output, image, ".png") or out
     npy = out.with_suffix(".npy") if args.npy == "" else into_folder(args.npy, image, ".npy") or args.npy
-    notes = []  # an animation's frame count; the focal length the metres took from the photo's EXIF, if they did
+    notes = []  # an animation's or a multi-page TIFF's count; the focal length the metres took from the EXIF, if so
     with native_stderr_muted(not args.verbose), _or_folder(image):
         depth = predict(args.file, image, out, npy, prompt=args.prompt,
                         on_focal=lambda f35, size: notes.append(f"; {photo_note(f35, size)}"),
-                        on_frames=lambda n: notes.append(f"; the depth of the first of its {n} frames (an "
-                                                         "animated image)"),
+                        on_frames=lambda many: notes.append(f"; {first_of(many)}"),
                         on_stretch=lambda note: notes.append(f"; {note}"), **options)
     units = output_units(Path(args.file))
     unit = " m" if units and units.metric else ""
