@@ -296,6 +296,9 @@ def _clock_seconds(text: str | None) -> float | None:
         return None
 
 
+DAMAGED = "damaged: parts of it did not decode (the decoder filled them in)"
+
+
 def _reason(exc: Exception) -> str:
     return getattr(exc, "strerror", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
 
@@ -303,8 +306,8 @@ def _reason(exc: Exception) -> str:
 def _frames(path: Path, fps: Fraction | None, sar: Fraction | None = None) -> Iterator[Item]:
     """The video's frames as players show them on an ordinary screen: in SDR colours (``sdr_image``), with square
     pixels (``square_pixels``, its sample aspect ratio ``sar``) and upright (its display rotation applied), in
-    presentation order, each with its place in that order (``_Places``). A packet that does not decode, or a frame
-    that does not convert to RGB, is an item with its error; a container that cannot be read further ends the
+    presentation order, each with its place in that order (``_Places``). A packet that does not decode, a frame
+    the decoder gives damaged, or one that does not convert to RGB, is an item with its error; a container that cannot be read further ends the
     stream with one."""
     import av
 
@@ -329,11 +332,18 @@ def _frames(path: Path, fps: Fraction | None, sar: Fraction | None = None) -> It
                 continue
             for frame in frames:
                 yield from places.failed_before(frame.pts)
-                try:
-                    image, error = upright(square_pixels(sdr_image(frame), sar), frame.rotation), None
-                except Exception as exc:  # a pixel format swscale cannot convert, a broken frame
-                    image, error = None, f"cannot convert to RGB: {_reason(exc)}"
-                yield places.item(frame.pts, image, error, frame.time)
+                yield places.item(frame.pts, *_picture(frame, sar), frame.time)
+
+
+def _picture(frame, sar: Fraction | None) -> tuple[Image.Image | None, str | None]:
+    """A decoded frame as ``_frames`` gives it, or why not: the decoder filled in parts of it that did not decode
+    (a player shows the smear: FFmpeg outputs such a frame flagged corrupt), or it does not convert to RGB."""
+    if frame.is_corrupt:
+        return None, DAMAGED
+    try:
+        return upright(square_pixels(sdr_image(frame), sar), frame.rotation), None
+    except Exception as exc:  # a pixel format swscale cannot convert, a broken frame
+        return None, f"cannot convert to RGB: {_reason(exc)}"
 
 
 class _Places:

@@ -1470,6 +1470,45 @@ def test_frames_keep_their_places_on_screen_when_a_b_frame_videos_reference_fram
 
 
 
+def test_a_frame_the_decoder_fills_in_is_skipped_as_damaged(tiny_tflite, tmp_path, capsys):
+    """Bytes flipped inside H.264 frames' picture data: most of these packets decode, the decoder filling in the
+    blocks it could not read (FFmpeg flags such a frame corrupt; a player shows the smear). Those frames were
+    predicted and the summary said 0 skipped; now each is skipped as damaged, in its place, and counted. Which
+    frames FFmpeg catches depends on the bytes: its own verdict, frame by frame, is what the output must say."""
+    path, noise = tmp_path / "clip.mp4", np.random.default_rng(0)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=10, options={
+            "bf": "0", "g": "5", "threads": "1", "x264-params": "scenecut=0:log-level=error"})
+        stream.height, stream.width, stream.pix_fmt = 48, 64, "yuv420p"
+        for i in range(12):
+            frame = av.VideoFrame.from_ndarray(noise.integers(0, 256, (48, 64, 3), dtype=np.uint8), format="rgb24")
+            frame.pts, frame.time_base = i, Fraction(1, 10)
+            for packet in (*stream.encode(frame), *(stream.encode() if i == 11 else ())):
+                container.mux(packet)
+    with av.open(str(path)) as container:
+        stored = [(p.pos, p.size) for p in container.demux(video=0) if p.size]
+    data = bytearray(path.read_bytes())
+    for pos, size in [stored[i] for i in (1, 2, 3, 4, 6, 7, 8, 9)]:  # predicted frames (key frames: 0, 5, 10)
+        data[pos + size // 4:pos + size - 2] = bytes(b ^ 0xFF for b in data[pos + size // 4:pos + size - 2])
+    path.write_bytes(bytes(data))
+    damaged, failed = [], []
+    with av.open(str(path)) as container:
+        for packet in container.demux(video=0):
+            try:
+                damaged += [round(f.time * 10) for f in packet.decode() if f.is_corrupt]
+            except av.error.FFmpegError:
+                failed.append(round(packet.pts * packet.time_base * 10))
+    assert damaged, "FFmpeg caught none of the flipped frames"
+    out, err = ok(capsys, ["predict", tiny_tflite, path, "-o", tmp_path / "d.mp4"])
+    skipped = sorted(damaged + failed)
+    assert f"12 frames, {len(skipped)} skipped (frame {skipped[0]}, " in out
+    assert all(f"skipped frame {i}: damaged: parts of it did not decode (the decoder filled them in)" in err
+               for i in damaged)
+    stamps = json.loads((tmp_path / "d.timestamps.json").read_text())
+    assert stamps["frame"] == [i for i in range(12) if i not in skipped]
+    assert [s["frame"] for s in stamps["skipped"]] == skipped
+
+
 def test_frames_that_change_size_are_skipped_with_the_way_to_keep_them(tiny_tflite, tmp_path, capsys):
     """A screen recording whose window was resized: the depth at a frame's own size does not fit the stack; the
     frames of the second size are skipped, and the line says that --model-size keeps them all."""
