@@ -1,4 +1,5 @@
-"""Silence the native libraries' log lines (absl, LiteRT, XNNPACK) that go straight to file descriptor 2."""
+"""Silence the native libraries' log lines (absl, LiteRT, XNNPACK) that go straight to file descriptor 2, and send
+those printed to file descriptor 1 there instead."""
 
 from __future__ import annotations
 
@@ -27,6 +28,21 @@ def native_stderr_muted(enabled: bool = True):
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
+
+
+@contextlib.contextmanager
+def native_stdout_to_stderr():
+    """Route fd 1 to fd 2 for a native call that prints its log lines to stdout (LiteRT's GPU accelerator prints
+    'INFO: Failed to load OpenCL library ...' there while it looks for a GPU API): they join the other log lines on
+    stderr, which ``native_stderr_muted`` silences and ``-v`` shows, and stdout keeps the command's own output."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def mute_native_stderr_for_exit() -> None:

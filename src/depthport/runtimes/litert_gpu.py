@@ -52,7 +52,10 @@ class LiteRTGpuRunner(LiteRTRunner):
     def _compile(self):
         from ai_edge_litert.compiled_model import CompiledModel
 
-        model = CompiledModel.from_file(str(self.path), options=self._options)
+        from ..quiet import native_stdout_to_stderr
+
+        with native_stdout_to_stderr():
+            model = CompiledModel.from_file(str(self.path), options=self._options)
         if self.accelerator == "gpu" and not self.cpu_fallback and not model.is_fully_accelerated():
             raise RuntimeError("not every op runs on the GPU")
         return model
