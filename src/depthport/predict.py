@@ -241,9 +241,10 @@ class Predictor:
         """How far the file's input stretches a (W, H) picture's aspect (1 with ``letterbox``, which keeps it)."""
         return 1.0 if self.letterbox else stretch(size_wh, self.hw)
 
-    def picture(self, depth: np.ndarray) -> Image.Image:
-        """The colourised depth at its own size, with a colour-bar legend in metres inside it for a metric model."""
-        lo, hi = depth_range(depth)
+    def picture(self, depth: np.ndarray, span: tuple[float, float] | None = None) -> Image.Image:
+        """The colourised depth at its own size, with a colour-bar legend in metres inside it for a metric model;
+        its colours span ``span`` (lo, hi), by default the depth's own 2nd to 98th percentile."""
+        lo, hi = span or depth_range(depth)
         picture = colorize(depth, lo=lo, hi=hi)
         return with_colorbar(picture, lo, hi, "depth (m)") if self.metric else picture
 

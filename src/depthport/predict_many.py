@@ -37,7 +37,7 @@ from .outdir import WrongSuffix, check_output_file, claim_output_files
 from .predict import NotADepthMap, Predictor, write_depth
 from .preprocess import FRAMES_KEY, STRETCH_NOTED, stretch_note
 from .predict_inputs import Inputs, Item, first_images_note, hdr_note, passed_over, square_pixels_note
-from .visualize import not_finite
+from .visualize import depth_range, not_finite
 
 VIDEO_FORMATS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska"}
 # An output named like one of these is a file: for many images, -o and --npy are folders (a folder that already
@@ -212,8 +212,11 @@ def predict_images(predictor: Predictor, inputs: Inputs, outputs: list[tuple[Pat
 def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path, Path], tally: Tally,
                   on_item: OnItem | None = None) -> None:
     """The depth video, the stack and the timestamps of ``video_outputs``, renamed into place together at the
-    end; on any error or Ctrl-C none of them is left."""
-    frames, times, skipped, last = [], [], [], None
+    end; on any error or Ctrl-C none of them is left. A relative model's frames are each coloured over their own
+    span (its values have no unit, each frame's own scale and shift); a metric model's over one span of metres for
+    the whole video, so that a colour and the legend's ticks mean one distance in every frame: the video is
+    encoded from the stack once every frame's depth is known (``_on_one_scale``)."""
+    frames, times, skipped, last, spans = [], [], [], None, []
     tally.start = time.perf_counter()
     with atomic_paths(*paths) as (video_tmp, npy_tmp, stamps_tmp):
         with open(npy_tmp, "wb") as fh, _DepthVideo(video_tmp, paths[0].suffix, inputs) as video:
@@ -224,7 +227,10 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
                     skipped.append({"frame": item.index, "time_s": item.time, "error": tally.skipped[-1][1]})
                 else:
                     stack.add(depth)
-                    video.add(predictor.picture(depth), item.time)
+                    if predictor.metric:
+                        spans.append(depth_range(depth) if not_finite(depth) < depth.size else None)
+                    else:
+                        video.add(predictor.picture(depth), item.time)
                     frames.append(item.index)
                     times.append(item.time)
                     tally.done += 1
@@ -233,12 +239,31 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
                 last = item.time if item.time is not None else last
             tally.check_any()
             stack.finish()
+            if predictor.metric:
+                tally.notes.append(_on_one_scale(video, predictor, fh, spans, times))
         early = ends_early(inputs, last)
         tally.notes += [early, hdr_note(inputs), square_pixels_note(inputs), stretched_note(tally, predictor)]
         stamps_tmp.write_text(json.dumps({
             "video": inputs.files[0].name, "fps": float(inputs.fps) if inputs.fps else None,
             "stack": paths[1].name, "frame": frames, "time_s": times, "skipped": skipped,
             "declared_end_s": inputs.end_s, "ends_early": early or None}) + "\n")
+
+
+def _on_one_scale(video: _DepthVideo, predictor: Predictor, fh, spans: list, times: list) -> str:
+    """A metric model's depth video encoded from its finished stack (the open file ``fh``), every frame over
+    ``video_span``; the summary's note."""
+    fh.flush()
+    span = video_span(spans)
+    for depth, seconds in zip(np.load(fh.name, mmap_mode="r"), times):
+        video.add(predictor.picture(depth, span), seconds)
+    return f"one colour scale for the whole video, {span[0]:.3g}-{span[1]:.3g} m"
+
+
+def video_span(spans: list[tuple[float, float] | None]) -> tuple[float, float]:
+    """One (lo, hi) for a video's frames, from each frame's 2nd and 98th percentiles (None: a frame with no finite
+    value): the lowest and the highest, so no frame's own span is cut."""
+    known = [span for span in spans if span is not None]
+    return (min(lo for lo, _ in known), max(hi for _, hi in known)) if known else (0.0, 0.0)
 
 
 def ends_early(inputs: Inputs, last: float | None) -> str:

@@ -1509,6 +1509,52 @@ def test_a_frame_the_decoder_fills_in_is_skipped_as_damaged(tiny_tflite, tmp_pat
     assert [s["frame"] for s in stamps["skipped"]] == skipped
 
 
+def test_a_metric_models_video_has_one_colour_scale_and_a_relative_ones_frames_their_own(tiny_tflite, tmp_path,
+                                                                                          capsys):
+    """A metric model's depth video: every frame coloured over one span of metres, the lowest 2nd to the highest 98th
+    percentile of its frames, with that legend (each frame had its own, so a colour meant another distance in each
+    frame), and the summary says the span. A relative model's frames keep their own span: its values have no unit."""
+    from depthport.visualize import colorize, depth_range, with_colorbar
+
+    def video_span(stack: np.ndarray) -> tuple[float, float]:
+        spans = np.array([depth_range(d) for d in stack])
+        return spans[:, 0].min(), spans[:, 1].max()
+
+    path = tmp_path / "clip.mkv"
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mjpeg", rate=10)
+        stream.height, stream.width, stream.pix_fmt = 96, 128, "yuvj420p"
+        for i in range(4):
+            picture = np.asarray(photo(96, 128, seed=i)) * (0.3 if i % 2 else 1.0)  # dark frames: nearer here
+            frame = av.VideoFrame.from_ndarray(picture.astype(np.uint8), format="rgb24")
+            frame.pts, frame.time_base = i, Fraction(1, 10)
+            for packet in stream.encode(frame):
+                container.mux(packet)
+
+    def errors(out: Path, metric: bool) -> list[tuple[float, float]]:
+        """Each output frame's mean difference from its depth coloured over the video's span, and over its own
+        (libx264 at its default quality: ~5 levels from either picture it was made from)."""
+        stack = np.load(out.with_suffix(".npy"))
+        span = video_span(stack)
+        with av.open(str(out)) as container:
+            shown = [np.asarray(f.to_image(), dtype=float) for f in container.decode(video=0)]
+        assert len(shown) == len(stack) == 4
+        coloured = {name: [np.asarray(with_colorbar(colorize(d, lo=lo, hi=hi), lo, hi, "depth (m)") if metric else
+                                      colorize(d, lo=lo, hi=hi), dtype=float)
+                           for d, (lo, hi) in zip(stack, spans)]
+                    for name, spans in (("video", [span] * 4), ("own", [depth_range(d) for d in stack]))}
+        return [(np.abs(f - v).mean(), np.abs(f - o).mean()) for f, v, o in zip(shown, *coloured.values())]
+
+    model = metric_file(tiny_tflite, tmp_path, METRES)
+    out, _ = ok(capsys, ["predict", model, path, "-o", tmp_path / "metric.mp4"])
+    lo, hi = video_span(np.load(tmp_path / "metric.npy"))
+    assert "4 frames, 0 skipped" in out and f"one colour scale for the whole video, {lo:.3g}-{hi:.3g} m" in out
+    assert all(video < 10 and video < own / 2 for video, own in errors(tmp_path / "metric.mp4", True))
+    out, _ = ok(capsys, ["predict", tiny_tflite, path, "-o", tmp_path / "relative.mp4"])
+    assert "colour scale" not in out
+    assert all(own < 10 and own < video / 2 for video, own in errors(tmp_path / "relative.mp4", False))
+
+
 def test_frames_that_change_size_are_skipped_with_the_way_to_keep_them(tiny_tflite, tmp_path, capsys):
     """A screen recording whose window was resized: the depth at a frame's own size does not fit the stack; the
     frames of the second size are skipped, and the line says that --model-size keeps them all."""
