@@ -210,12 +210,13 @@ def predict_images(predictor: Predictor, inputs: Inputs, outputs: list[tuple[Pat
 
 
 def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path, Path], tally: Tally,
-                  on_item: OnItem | None = None) -> None:
+                  on_item: OnItem | None = None, on_colour: Callable[[int, int], None] | None = None) -> None:
     """The depth video, the stack and the timestamps of ``video_outputs``, renamed into place together at the
     end; on any error or Ctrl-C none of them is left. A relative model's frames are each coloured over their own
     span (its values have no unit, each frame's own scale and shift); a metric model's over one span of metres for
     the whole video, so that a colour and the legend's ticks mean one distance in every frame: the video is
-    encoded from the stack once every frame's depth is known (``_on_one_scale``)."""
+    encoded from the stack once every frame's depth is known (``_on_one_scale``), told to ``on_colour(done,
+    total)``, with 0 first."""
     frames, times, skipped, last, spans = [], [], [], None, []
     tally.start = time.perf_counter()
     with atomic_paths(*paths) as (video_tmp, npy_tmp, stamps_tmp):
@@ -240,7 +241,7 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
             tally.check_any()
             stack.finish()
             if predictor.metric:
-                tally.notes.append(_on_one_scale(video, predictor, fh, spans, times))
+                tally.notes.append(_on_one_scale(video, predictor, fh, spans, times, on_colour))
         early = ends_early(inputs, last)
         tally.notes += [early, hdr_note(inputs), square_pixels_note(inputs), stretched_note(tally, predictor)]
         stamps_tmp.write_text(json.dumps({
@@ -249,13 +250,18 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
             "declared_end_s": inputs.end_s, "ends_early": early or None}) + "\n")
 
 
-def _on_one_scale(video: _DepthVideo, predictor: Predictor, fh, spans: list, times: list) -> str:
+def _on_one_scale(video: _DepthVideo, predictor: Predictor, fh, spans: list, times: list,
+                  on_colour: Callable[[int, int], None] | None) -> str:
     """A metric model's depth video encoded from its finished stack (the open file ``fh``), every frame over
     ``video_span``; the summary's note."""
     fh.flush()
     span = video_span(spans)
-    for depth, seconds in zip(np.load(fh.name, mmap_mode="r"), times):
+    for done, (depth, seconds) in enumerate(zip(np.load(fh.name, mmap_mode="r"), times)):
+        if on_colour:
+            on_colour(done, len(times))
         video.add(predictor.picture(depth, span), seconds)
+    if on_colour:
+        on_colour(len(times), len(times))
     return f"one colour scale for the whole video, {span[0]:.3g}-{span[1]:.3g} m"
 
 

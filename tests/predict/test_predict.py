@@ -1555,6 +1555,32 @@ def test_a_metric_models_video_has_one_colour_scale_and_a_relative_ones_frames_t
     assert all(own < 10 and own < video / 2 for video, own in errors(tmp_path / "relative.mp4", False))
 
 
+def test_a_metric_videos_colouring_pass_is_counted_on_the_bar(tiny_tflite, tmp_path):
+    """The metric video's colouring (after every frame's depth) moves the bar again, from 0 to its frames, where the
+    bar stood full and still (a 1080p frame takes ~75 ms to colour and encode on one core); a relative video has no
+    such pass."""
+    from depthport.cli.predict import _colouring
+    from depthport.predict_inputs import open_video
+    from depthport.predict_many import Tally, predict_video
+
+    make_video(tmp_path / "clip.mp4", 3)
+    calls = {}
+    for name, model in (("metric", metric_file(tiny_tflite, tmp_path, METRES)), ("relative", tiny_tflite)):
+        calls[name] = []
+        with native_stderr_muted():
+            predictor = Predictor(model)
+            predict_video(predictor, open_video(tmp_path / "clip.mp4"),
+                          (tmp_path / f"{name}.mp4", tmp_path / f"{name}.npy", tmp_path / f"{name}.json"),
+                          Tally("frames"), on_colour=lambda done, total, c=calls[name]: c.append((done, total)))
+    assert calls == {"metric": [(0, 3), (1, 3), (2, 3), (3, 3)], "relative": []}
+    bar = SimpleNamespace(log=[])
+    bar.phase, bar.advance = (lambda *a: bar.log.append(("phase", *a))), (lambda: bar.log.append("advance"))
+    on_colour = _colouring(bar)
+    for done in range(4):
+        on_colour(done, 3)
+    assert bar.log == [("phase", "colouring the depth video", 3), "advance", "advance", "advance"]
+
+
 def test_frames_that_change_size_are_skipped_with_the_way_to_keep_them(tiny_tflite, tmp_path, capsys):
     """A screen recording whose window was resized: the depth at a frame's own size does not fit the stack; the
     frames of the second size are skipped, and the line says that --model-size keeps them all."""

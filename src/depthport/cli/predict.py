@@ -172,9 +172,10 @@ def _many(args, inputs, out: Path, options: dict) -> int:
     status = status_console()
 
     def work(predictor) -> None:
-        with item_progress(status, tally.noun, inputs.total if video else len(inputs.files)) as advance:
+        with item_progress(status, tally.noun, inputs.total if video else len(inputs.files)) as bar:
             run_many(predictor, inputs, paths, tally,
-                     lambda item, ok: advance(item.name, None if ok else tally.skipped[-1][1]))
+                     lambda item, ok: bar.advance(item.name, None if ok else tally.skipped[-1][1]),
+                     **({"on_colour": _colouring(bar)} if video else {}))
 
     try:
         _with_predictor(args, work, images=inputs.source, prompts_beside=not video,
@@ -206,9 +207,10 @@ def _videos(args, inputs, out: Path, options: dict) -> int:
             frames = Tally("frames")
             try:
                 video = open_video(file)
-                with item_progress(status, name, video.total) as advance:
+                with item_progress(status, name, video.total) as bar:
                     predict_video(predictor, video, paths, frames,
-                                  lambda item, ok: advance(item.name, None if ok else frames.skipped[-1][1]))
+                                  lambda item, ok: bar.advance(item.name, None if ok else frames.skipped[-1][1]),
+                                  _colouring(bar))
             except InputError as exc:
                 tally.skip(Item(name, None), str(exc))
                 status.print(f"[yellow]skipped[/] {escape(name)}: {escape(str(exc))}", soft_wrap=True)
@@ -226,6 +228,18 @@ def _videos(args, inputs, out: Path, options: dict) -> int:
     tally.check_any()
     console().print(f"{tally.line()}; wrote {out}", markup=False, highlight=False, soft_wrap=True)
     return 0
+
+
+def _colouring(bar):
+    """``predict_video``'s ``on_colour``: the bar counts the frames again while a metric video is coloured."""
+
+    def on_colour(done: int, total: int) -> None:
+        if done == 0:
+            bar.phase("colouring the depth video", total)
+        else:
+            bar.advance()
+
+    return on_colour
 
 
 def _with_predictor(args, work, **kwargs) -> None:

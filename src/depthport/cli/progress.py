@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from typing import Callable, NamedTuple
 
 
 def time_left(elapsed: float, done: int, total: int) -> str:
@@ -55,10 +56,17 @@ class StageProgress:
             self._update(text, done, total)
 
 
+class ItemBar(NamedTuple):
+    """``advance(name, error)`` moves the bar on, printing a line above it for a skipped input; ``phase(what,
+    total)`` starts it again from 0 for a second pass over the same units (a metric video's colouring)."""
+
+    advance: Callable[..., None]
+    phase: Callable[[str, int], None]
+
+
 @contextlib.contextmanager
 def item_progress(console, noun: str, total: int | None):
-    """A bar for many inputs: done/total, inputs per second and the time left; yields ``advance(name, error)``,
-    which moves it on and prints a line for a skipped input above it."""
+    """A bar for many inputs: done/total, inputs per second and the time left; yields an ``ItemBar``."""
     from rich.markup import escape
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
                                TimeRemainingColumn)
@@ -72,9 +80,12 @@ def item_progress(console, noun: str, total: int | None):
     with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task(noun, total=total)
 
-        def advance(name: str, error: str | None = None) -> None:
+        def advance(name: str = "", error: str | None = None) -> None:
             if error:
                 bar.console.print(f"[yellow]skipped[/] {escape(name)}: {escape(error)}", soft_wrap=True)
             bar.advance(task)
 
-        yield advance
+        def phase(what: str, total: int) -> None:
+            bar.reset(task, total=total, description=f"{noun}: {what}")
+
+        yield ItemBar(advance, phase)
