@@ -307,8 +307,8 @@ def _frames(path: Path, fps: Fraction | None, sar: Fraction | None = None) -> It
     """The video's frames as players show them on an ordinary screen: in SDR colours (``sdr_image``), with square
     pixels (``square_pixels``, its sample aspect ratio ``sar``) and upright (its display rotation applied), in
     presentation order, each with its place in that order (``_Places``). A packet that does not decode, a frame
-    the decoder gives damaged, or one that does not convert to RGB, is an item with its error; a container that cannot be read further ends the
-    stream with one."""
+    the decoder gives damaged, or one that does not convert to RGB, is an item with its error; a container that
+    cannot be read further ends the stream with one."""
     import av
 
     with av.open(str(path)) as container:
