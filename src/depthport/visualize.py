@@ -72,7 +72,9 @@ def with_colorbar(picture: Image.Image, lo: float, hi: float, label: str, cmap: 
     """``picture`` (colourised between ``lo`` and ``hi`` with ``cmap``) with a colour-bar legend drawn inside it,
     at its right edge on a white panel: ``label`` above a vertical bar, tick values (matplotlib's tick choice)
     beside it. The size stays the picture's, so the PNG lines up with the photo and the .npy pixel for pixel;
-    the panel hides the depth beneath it (the .npy has every value)."""
+    the panel hides the depth beneath it (the .npy has every value). A picture too small for a legend that can be
+    read (the label and a bar at the smallest font, on at most half its width) is returned without one; a
+    short bar gets fewer ticks, a line apart."""
     from matplotlib import colormaps
     from matplotlib.ticker import MaxNLocator
     from PIL import ImageDraw, ImageFont
@@ -85,6 +87,8 @@ def with_colorbar(picture: Image.Image, lo: float, hi: float, label: str, cmap: 
     texts = [f"{t:g}" for t in ticks]
     bar_w, pad = max(6, size * 2 // 3), max(3, size // 3)
     panel_w = pad + max(bar_w + pad + max(int(font.getlength(t)) for t in texts), int(font.getlength(label))) + pad
+    if h < 3 * size + 6 * pad or w < 2 * (panel_w + pad):
+        return canvas
     panel_h = min(h - 2 * pad, max(h * 3 // 5, 3 * size + 4 * pad))
     x0, y0 = max(0, w - panel_w - pad), pad
     draw = ImageDraw.Draw(canvas)
@@ -92,6 +96,10 @@ def with_colorbar(picture: Image.Image, lo: float, hi: float, label: str, cmap: 
     draw.text((x0 + pad, y0 + pad), label, fill="black", font=font)
     top, bottom = y0 + 2 * pad + size, y0 + panel_h - pad - size // 2
     span = max(bottom - top, 1)
+    fit = max(1, min(5, span // (size + 2)))  # tick labels a line apart
+    if fit < 5:
+        ticks = [t for t in MaxNLocator(nbins=fit).tick_values(lo, hi) if lo <= t <= hi] or [lo, hi]
+        texts = [f"{t:g}" for t in ticks]
     values = np.linspace(hi, lo, span)[:, None]
     colours = colormaps[cmap](np.clip((values - lo) / max(hi - lo, 1e-12), 0, 1))[..., :3]
     canvas.paste(Image.fromarray((np.repeat(colours, bar_w, axis=1) * 255).round().astype(np.uint8)),

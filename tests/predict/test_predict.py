@@ -500,6 +500,26 @@ def test_metric_depth_stays_in_metres_at_the_photos_size(tiny_tflite, tmp_path, 
     np.testing.assert_allclose(depth, bicubic(at_input, (45, 70)), rtol=0, atol=1e-6)
 
 
+def test_a_metric_depth_too_small_for_a_legend_is_written_without_one(tiny_tflite, tmp_path, capsys):
+    """A metric model's depth of a photo 5 pixels tall or less raised a traceback in the legend's drawing (exit 1)
+    and ended a folder mid-way; now such a picture has no legend (the line gives the range in metres), a short one
+    gets fewer ticks, and a large one keeps its legend."""
+    from depthport.visualize import colorize, depth_range
+
+    model, photos = metric_file(tiny_tflite, tmp_path, METRES), tmp_path / "photos"
+    photos.mkdir()
+    for h, w in ((1, 1), (3, 4), (2, 100), (100, 1), (60, 90), (300, 451)):
+        photo(h, w).save(photos / f"p{h}x{w}.png")
+        depth = single(capsys, model, photos / f"p{h}x{w}.png", tmp_path / f"d{h}x{w}")
+        lo, hi = depth_range(depth)
+        plain = colorize(depth, lo=lo, hi=hi)
+        with Image.open(tmp_path / f"d{h}x{w}.png") as png:
+            drawn = np.asarray(png.convert("RGB"))
+        assert np.array_equal(drawn, np.asarray(plain)) == (h * w < 60 * 90), (h, w)  # a legend from 60x90 up
+    out, _ = ok(capsys, ["predict", model, photos, "-o", tmp_path / "out"])
+    assert out.startswith("6 images, 0 skipped") and len(list((tmp_path / "out").glob("*.png"))) == 6
+
+
 def test_canonical_metres_take_each_photos_focal_length_from_its_exif(tiny_tflite, tmp_path, capsys, monkeypatch):
     """A phone writes its 35 mm-equivalent focal length (EXIF FocalLengthIn35mmFilm): without --focal, a model whose
     metres need the focal length takes it from there, f35 / 43.27 mm times the photo's diagonal in pixels (so the
