@@ -210,6 +210,22 @@ def test_predict_on_the_gpu_accelerator_matches_the_cpu(exported, tmp_path, prec
     assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-5
 
 
+def test_no_runtime_teardown_line_trails_an_error_raised_after_the_model_loaded_or_a_verify(exported, tmp_path):
+    """LiteRT logs 'DestroyAccelerator' lines when a loaded file is freed. A refusal raised after the model loaded
+    (--prompt given to a file without a prompt input) held it in its traceback until after the error line, and
+    verify held its first file until the command returned: both printed them under the command's last line."""
+    tflite = str(exported / "da2_tiny_fp32.tflite")
+    np.save(tmp_path / "prompt.npy", np.ones((192, 256), np.float32))
+    (tmp_path / "images").mkdir()
+    Image.open(ASSET).save(tmp_path / "images" / "cat.png")
+    for args, code in ((["predict", tflite, ASSET, "--prompt", str(tmp_path / "prompt.npy"), "-o",
+                         str(tmp_path / "d.png")], 2),
+                       (["verify", tflite, "--images", str(tmp_path / "images"), "--out", str(tmp_path / "v")], 0)):
+        run = subprocess.run([sys.executable, "-m", "depthport", *args], capture_output=True, text=True, timeout=300)
+        assert run.returncode == code and "DestroyAccelerator" not in run.stderr, run.stderr[-2000:]
+    assert (tmp_path / "v" / "report.json").is_file() and "wrote" in run.stdout
+
+
 def test_export_with_the_fp16_safe_norm_rewrite(tmp_path):
     out = tmp_path / "out"
     rc = main(["export", "da2-tiny", "--size", "56x70", "--out", str(out), "--fp16-safe-norm",

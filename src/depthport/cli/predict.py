@@ -136,10 +136,13 @@ def _one(args, image: Path, out: Path, options: dict) -> int:
     npy = out.with_suffix(".npy") if args.npy == "" else into_folder(args.npy, image, ".npy") or args.npy
     notes = []  # an animation's or a multi-page TIFF's count; the focal length the metres took from the EXIF, if so
     with native_stderr_muted(not args.verbose), _or_folder(image):
-        depth = predict(args.file, image, out, npy, prompt=args.prompt,
-                        on_focal=lambda f35, size: notes.append(f"; {photo_note(f35, size)}"),
-                        on_frames=lambda many: notes.append(f"; {first_of(many)}"),
-                        on_stretch=lambda note: notes.append(f"; {note}"), **options)
+        try:
+            depth = predict(args.file, image, out, npy, prompt=args.prompt,
+                            on_focal=lambda f35, size: notes.append(f"; {photo_note(f35, size)}"),
+                            on_frames=lambda many: notes.append(f"; {first_of(many)}"),
+                            on_stretch=lambda note: notes.append(f"; {note}"), **options)
+        except (InputError, KeyboardInterrupt) as exc:
+            raise _let_go(exc) from None
     units = output_units(Path(args.file))
     unit = " m" if units and units.metric else ""
     bad = not_finite(depth)
@@ -255,10 +258,18 @@ def _with_predictor(args, work, **kwargs) -> None:
         try:
             work(predictor)
         except (InputError, KeyboardInterrupt) as exc:
-            exc.__context__ = None  # an exception it interrupted (Pillow's own, inside a save) holds the frames too
-            raise exc.with_traceback(None) from None
+            raise _let_go(exc) from None
         finally:
             del predictor
+
+
+def _let_go(exc: BaseException) -> BaseException:
+    """``exc`` (an InputError or a Ctrl-C), to be raised again without the frames that hold a loaded model (a
+    prompt refused after the model loaded holds it in ``predict``'s frame): the model is torn down where this is
+    raised, in the caller's muted block, not after the error line is printed, where LiteRT's teardown lines
+    trailed it."""
+    exc.__context__ = None  # an exception it interrupted (Pillow's own, inside a save) holds the frames too
+    return exc.with_traceback(None)
 
 
 def _interrupted(tally, kept: str) -> int:

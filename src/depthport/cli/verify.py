@@ -114,6 +114,7 @@ def run(args) -> int:
     with console.status("verifying") as status, native_stderr_muted(not args.verbose):
         first = load_runner(paths[0], threads=threads)
         shape, extra = tuple(first.input_shape), tuple(getattr(first, "extra_shapes", ()))
+        del first  # torn down here, its runtime's teardown lines muted, not when the command returns
         input_hw = parse_size(args.size) if args.size else tuple(shape[-2:])
         check_prompt_input(spec, f"{paths[0].name} takes {1 + len(extra)} input(s)", bool(extra))
         for path in paths:
