@@ -226,6 +226,21 @@ def test_no_runtime_teardown_line_trails_an_error_raised_after_the_model_loaded_
     assert (tmp_path / "v" / "report.json").is_file() and "wrote" in run.stdout
 
 
+def test_the_gpu_accelerator_that_finds_no_driver_says_what_to_do(exported, tmp_path):
+    """`--accelerator gpu` where no GPU driver is found (none named: VK_ICD_FILENAMES and OCL_ICD_VENDORS point at
+    nothing) said only LiteRT's source location ('LiteRT cannot load X: ERROR: [litert/runtime/compiled_model.cc:
+    1036]'), as if the file were bad; now that the GPU accelerator did not start, where its log is, and that
+    --swiftshader runs the GPU path without a GPU."""
+    env = {**os.environ, "VK_ICD_FILENAMES": str(tmp_path / "none.json"), "OCL_ICD_VENDORS": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-m", "depthport", "predict", str(exported / "da2_tiny_fp32.tflite"), ASSET,
+                          "--accelerator", "gpu", "-o", str(tmp_path / "d.png")],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 2 and len(run.stderr.splitlines()) == 1, run.stderr[-2000:]
+    assert "da2_tiny_fp32.tflite: its GPU accelerator did not start (" in run.stderr
+    assert "-v shows LiteRT's log; on a machine without a GPU or its driver, --swiftshader runs" in run.stderr
+    assert not (tmp_path / "d.png").exists()
+
+
 def test_export_with_the_fp16_safe_norm_rewrite(tmp_path):
     out = tmp_path / "out"
     rc = main(["export", "da2-tiny", "--size", "56x70", "--out", str(out), "--fp16-safe-norm",

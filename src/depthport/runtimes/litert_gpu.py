@@ -10,10 +10,11 @@ without a GPU), which must be set before the first GPU model of the process is c
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..errors import InputError
-from .litert import LiteRTRunner
+from .litert import LiteRTRunner, litert_reason
 from .litert_options import compiled_options
 
 
@@ -21,7 +22,6 @@ def use_swiftshader() -> str:
     """Point this process's Vulkan loader at SwiftShader (for a machine without a GPU); call it before the
     first GPU model is compiled. Returns the driver's description; raises InputError when there is none."""
     import ctypes
-    import os
 
     from .swiftshader import VulkanUnavailable, find_vulkan
 
@@ -36,6 +36,17 @@ def use_swiftshader() -> str:
         # accelerator's dlopen("libvulkan.so.1") find it.
         ctypes.CDLL(str(Path(folder) / "libvulkan.so.1"), mode=ctypes.RTLD_GLOBAL)
     return setup.describe()
+
+
+def gpu_failure(reason: str) -> str:
+    """Why the GPU accelerator did not start, and what to do: LiteRT's own words are often just a source location
+    ("ERROR: [litert/runtime/compiled_model.cc:1036]"); its log (-v) has the cause, most often that no GPU driver
+    (OpenCL, or Vulkan for WebGPU) was found, which SwiftShader stands in for."""
+    from .swiftshader import ICD_NAME
+
+    hint = "" if ICD_NAME in os.environ.get("VK_ICD_FILENAMES", "") else (
+        "; on a machine without a GPU or its driver, --swiftshader runs the same GPU path in software")
+    return f"its GPU accelerator did not start ({reason}; -v shows LiteRT's log{hint})"
 
 
 class LiteRTGpuRunner(LiteRTRunner):
@@ -54,8 +65,13 @@ class LiteRTGpuRunner(LiteRTRunner):
 
         from ..quiet import native_stdout_to_stderr
 
-        with native_stdout_to_stderr():
-            model = CompiledModel.from_file(str(self.path), options=self._options)
+        try:
+            with native_stdout_to_stderr():
+                model = CompiledModel.from_file(str(self.path), options=self._options)
+        except (ValueError, RuntimeError) as exc:
+            if self.accelerator != "gpu":
+                raise
+            raise RuntimeError(gpu_failure(litert_reason(exc))) from None
         if self.accelerator == "gpu" and not self.cpu_fallback and not model.is_fully_accelerated():
             raise RuntimeError("not every op runs on the GPU")
         return model
