@@ -169,6 +169,10 @@ class Predictor:
         self.prompt_hw = tuple(wants[0][2:]) if wants else None
         if (prompt is not None or prompt_frames is not None) and not wants:
             raise InputError(f"--prompt is for files with a prompt depth input; {self.model_path.name} takes one image")
+        if letterbox and wants:
+            raise InputError(f"--letterbox pads the image to {self.model_path.name}'s shape, and its prompt depth "
+                             "would no longer line up with it: a prompted file takes the image stretched to its "
+                             "shape, as the prompt is; to keep the image's aspect, export a file at it")
         self.prompts_beside = bool(wants) and prompt is None and prompts_beside
         self.prompt_frames = self._frames(prompt_frames) if prompt_frames is not None else None
         self.extra = () if self.prompts_beside or self.prompt_frames is not None else self._prompt(prompt)
@@ -197,11 +201,18 @@ class Predictor:
         try:
             stack = np.load(path, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read the prompt stack {path}: {exc} (a video takes an .npy of (frames, h, w) "
-                             "metres)") from None
+            from .core.prompts import not_npy
+
+            reason = (not_npy(Path(path)) if Path(path).is_file() else None) or exc
+            raise InputError(f"cannot read the prompt stack {path}: {reason} (a video takes an .npy of (frames, h, "
+                             "w) metres)") from None
         if stack.ndim != 3 or stack.dtype.kind not in "fiu":
             raise InputError(f"the prompt stack {name} holds {stack.dtype} of shape {list(stack.shape)}: a video takes "
                              "an .npy of (frames, h, w) depths in metres, one per frame")
+        if not getattr(self.runner, "dynamic", False) and tuple(stack.shape[1:]) != tuple(self.prompt_hw):
+            (h, w), (ph, pw) = stack.shape[1:], self.prompt_hw
+            raise InputError(f"the prompt stack {name} holds {h}x{w} prompts but the model takes {ph}x{pw} ones "
+                             "(height x width; portrait and landscape differ)")
         return stack
 
     def prompt_frame(self, index: int) -> tuple:

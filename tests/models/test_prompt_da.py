@@ -340,7 +340,7 @@ BAD_PROMPTS = {
     "zeros": (lambda p: np.save(p, np.zeros((192, 256), np.float32)), "is 0 m everywhere"),
     "millimetres in npy": (lambda p: np.save(p, np.linspace(500, 4000, 192 * 256).reshape(192, 256)),
                            "too far for metres (millimetres?)"),
-    "not a prompt": (lambda p: p.write_text("hello"), "cannot read prompt"),
+    "not a prompt": (lambda p: p.write_text("hello"), "p.npy: not an .npy file (its first bytes are not NumPy's)"),
 }
 
 
@@ -359,6 +359,46 @@ def test_bad_prompt_is_one_line_exit_2_and_nothing_written(exported, tmp_path, c
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
     assert not any((tmp_path / "out").iterdir())
+
+
+def test_letterbox_and_a_stack_the_file_cannot_take_are_refused_before_any_frame(exported, tmp_path, capsys):
+    """--letterbox padded the image but not its prompt (the two no longer lined up): refused. A video's stack of
+    prompts in the other orientation was refused frame by frame (a line for each frame of a long video, after
+    decoding it all); a PNG given as a video's stack was called 'pickled (object) data': now one line each, before
+    any frame, without LiteRT's teardown lines after it."""
+    import subprocess
+    import sys
+
+    import av
+
+    tflite = str(exported[0] / "prompt_da_tiny_fp32.tflite")
+    np.save(tmp_path / "p.npy", np.linspace(0.5, 4.0, 192 * 256).reshape(192, 256))
+    np.save(tmp_path / "turned.npy", np.ones((3, 256, 192), np.float32))
+    Image.fromarray(np.full((192, 256), 1500, np.uint16)).save(tmp_path / "p.png")
+    with av.open(str(tmp_path / "clip.mp4"), "w") as container:
+        stream = container.add_stream("mjpeg", rate=10)
+        stream.height, stream.width, stream.pix_fmt = 56, 70, "yuvj420p"
+        for packet in (*stream.encode(av.VideoFrame.from_image(Image.open(ASSET).convert("RGB").resize((70, 56)))),
+                       *stream.encode()):
+            container.mux(packet)
+    for args, message in (
+            ([ASSET, "--prompt", tmp_path / "p.npy", "--letterbox", "-o", tmp_path / "out" / "d.png"],
+             "--letterbox pads the image to prompt_da_tiny_fp32.tflite's shape, and its prompt depth would no longer "
+             "line up with it"),
+            ([tmp_path / "clip.mp4", "--prompt", tmp_path / "p.png", "-o", tmp_path / "out" / "d.mp4"],
+             f"cannot read the prompt stack {tmp_path / 'p.png'}: a PNG image, not an .npy (a video takes an .npy of "
+             "(frames, h, w) metres)")):
+        capsys.readouterr()
+        assert main(["predict", tflite, *map(str, args)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and message in err, err
+    run = subprocess.run([sys.executable, "-m", "depthport", "predict", tflite, str(tmp_path / "clip.mp4"), "--prompt",
+                          str(tmp_path / "turned.npy"), "-o", str(tmp_path / "out" / "d.mp4")],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and run.stderr.splitlines() == [
+        "depthport predict: error: the prompt stack turned.npy holds 256x192 prompts but the model takes 192x256 "
+        "ones (height x width; portrait and landscape differ)"], run.stderr[-2000:]
+    assert not (tmp_path / "out").exists()
 
 
 def test_an_output_that_would_overwrite_the_prompt_is_refused(exported, tmp_path, monkeypatch, capsys):

@@ -254,13 +254,14 @@ def _with_predictor(args, work, **kwargs) -> None:
     from ..quiet import native_stderr_muted
 
     with native_stderr_muted(not args.verbose):
-        predictor = Predictor(Path(args.file), **kwargs)
+        predictor = None
         try:
+            predictor = Predictor(Path(args.file), **kwargs)  # a refusal in it holds the loaded file in its frame
             work(predictor)
         except (InputError, KeyboardInterrupt) as exc:
             raise _let_go(exc) from None
         finally:
-            del predictor
+            predictor = None
 
 
 def _let_go(exc: BaseException) -> BaseException:

@@ -34,6 +34,20 @@ def is_prompt_file(path: Path) -> bool:
     return Path(path).suffix.lower() in PROMPT_SUFFIXES and Path(path).stem.endswith(PROMPT_TAG)
 
 
+def not_npy(path: Path) -> str | None:
+    """Why ``np.load`` refused ``path``, where it is not an .npy at all: 'a PNG image, not an .npy', or 'not an .npy
+    file (its first bytes are not NumPy's)' (NumPy's own words, 'contains pickled (object) data', advise loading
+    it unsafely); None for a file that starts as an .npy does."""
+    with open(path, "rb") as f:
+        if f.read(6) == b"\x93NUMPY":
+            return None
+    try:
+        with Image.open(path) as image:
+            return f"a {image.format} image, not an .npy"
+    except Exception:  # noqa: BLE001 (any of Pillow's errors: not an image either)
+        return "not an .npy file (its first bytes are not NumPy's)"
+
+
 def load_prompt(path: str | Path) -> np.ndarray:
     """A prompt file -> (h, w) float32 metres, checked (see the module docstring)."""
     path = Path(path)
@@ -54,7 +68,8 @@ def load_prompt(path: str | Path) -> np.ndarray:
                 depth = np.asarray(image, np.float64) / 1000.0
             unit = "mm"
     except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read prompt {path}: {exc}") from None
+        reason = not_npy(path) if path.suffix.lower() == ".npy" else None
+        raise InputError(f"cannot read prompt {path}: {reason or exc}") from None
     depth = np.squeeze(depth)
     if depth.ndim != 2:
         raise InputError(f"prompt {path.name} has shape {list(np.shape(depth))}: expected a 2-D depth map")
