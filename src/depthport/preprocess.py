@@ -332,7 +332,7 @@ def stretch_note(size_wh: tuple[int, int], size_hw: tuple[int, int], what: str, 
     aspect = min(ASPECTS, key=off)
     if off(aspect) > math.log(STRETCH_NOTED):  # a panorama: its own ratio
         ratio = size_wh[0] / size_wh[1]
-        aspect = f"{ratio:.1f}:1" if ratio >= 1 else f"1:{1 / ratio:.1f}"
+        aspect = f"{round(ratio, 1):g}:1" if ratio >= 1 else f"1:{round(1 / ratio, 1):g}"
     return line + f"--letterbox keeps the aspect, or export a file for it (--long-side {max(size_hw)} --aspect {aspect})"
 
 

@@ -182,6 +182,9 @@ def test_gpu_options_reject_what_cannot_run_on_the_gpu(exported, tmp_path, capsy
     tflite = str(exported / "da2_tiny_fp32.tflite")
     rc = main(["predict", tflite, ASSET, "-o", str(tmp_path / "o.png"), "--swiftshader"])
     assert rc == 2 and "--swiftshader goes with --accelerator gpu" in capsys.readouterr().err
+    for command in (["predict", tflite, ASSET, "-o", str(tmp_path / "o.png")], ["bench", tflite, "--no-memory"]):
+        assert main([*command, "--gpu-precision", "fp16"]) == 2  # was run on the CPU, the option ignored
+        assert "--gpu-precision goes with --accelerator gpu" in capsys.readouterr().err
     rc = main(["bench", tflite, "--accelerator", "gpu", "--api", "both", "--no-memory"])
     assert rc == 2 and "CompiledModel API only" in capsys.readouterr().err
     assert not (tmp_path / "o.png").exists()

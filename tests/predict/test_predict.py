@@ -452,7 +452,7 @@ def test_a_photo_stretched_to_another_aspect_is_said_with_what_keeps_its_aspect(
         photo(*size).save(folder / name)
     out, _ = ok(capsys, ["predict", tiny_tflite, folder, "-o", tmp_path / "many"])
     assert f"; 2 images (a.png, c.png) stretched up to 3.20x to the file's aspect ({w}x{h}): --letterbox keeps the " \
-           f"aspect, or export a file for it (--long-side {max(h, w)} --aspect 4.0:1); wrote" in out
+           f"aspect, or export a file for it (--long-side {max(h, w)} --aspect 4:1); wrote" in out
     make_video(tmp_path / "clip.mp4", 2, hw=(36, 64))  # 16:9: 1.42x
     out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "clip.mp4", "-o", tmp_path / "d.mp4"])
     assert "; its frames stretched 1.42x to the file's aspect" in out and "--aspect 16:9); wrote" in out

@@ -95,7 +95,7 @@ def add_accelerator_args(parser) -> None:
     """The --accelerator / --gpu-precision / --swiftshader options shared by predict and bench."""
     parser.add_argument("--accelerator", choices=ACCELERATORS, default="cpu",
                         help="run .tflite files on the CPU or, every op, on the LiteRT GPU accelerator")
-    parser.add_argument("--gpu-precision", choices=GPU_PRECISIONS, default="fp32",
+    parser.add_argument("--gpu-precision", choices=GPU_PRECISIONS,
                         help="GPU compute precision (default fp32: GpuOptions(enforce_f32=True)); fp16 lets the "
                              "GPU compute in half precision, which can give wrong depth")
     parser.add_argument("--swiftshader", action="store_true",
@@ -103,11 +103,14 @@ def add_accelerator_args(parser) -> None:
 
 
 def accelerator_options(args) -> dict:
-    """load_runner options from the parsed --accelerator/--gpu-precision/--swiftshader."""
+    """load_runner options from the parsed --accelerator/--gpu-precision/--swiftshader (the precision fp32 unless
+    given; given without the GPU, where nothing would take it, refused as --swiftshader is)."""
+    for option, given in (("--gpu-precision", args.gpu_precision), ("--swiftshader", args.swiftshader)):
+        if given and args.accelerator != "gpu":
+            raise InputError(f"{option} goes with --accelerator gpu")
     if args.swiftshader:
-        if args.accelerator != "gpu":
-            raise InputError("--swiftshader goes with --accelerator gpu")
         use_swiftshader()
+    args.gpu_precision = args.gpu_precision or "fp32"
     return {"accelerator": args.accelerator, "gpu_precision": args.gpu_precision}
 
 
