@@ -115,8 +115,9 @@ def _is_video(path: Path) -> bool:
 def open_files(sources: list[str]) -> Inputs:
     """Several files named one by one (what the shell makes of an unquoted ``photos/*.jpg``), taken as a pattern's
     matches are, in the order given: images predicted, videos and other files passed over (or, with no image, the
-    videos); names relative to the files' common folder (a broken link among them is skipped as in a pattern). A
-    folder among them, a file that is not there, or a URL is an InputError."""
+    videos); names relative to the files' common folder (a broken link among them is skipped as in a pattern), a
+    prompt file (``NAME.prompt.png``) read beside its image, as in a folder. A folder among them, a file that is not
+    there, or a URL is an InputError."""
     paths, seen = [], set()
     for source in sources:
         path = Path(local_path(source))
@@ -124,6 +125,8 @@ def open_files(sources: list[str]) -> Inputs:
             raise InputError(f"{path} is a folder, among {len(sources)} inputs: give one folder on its own, or files")
         if not present(path):
             raise InputError(f"input not found: {path}" if not path.exists() else f"input {path} is not a file")
+        if is_prompt_file(path):
+            continue
         if path.resolve() not in seen:
             seen.add(path.resolve())
             paths.append(path)

@@ -278,8 +278,8 @@ def test_predict_takes_the_prompt_and_writes_metres_at_the_photo_size(exported, 
 
 def test_predict_on_a_folder_reads_each_images_prompt_beside_it(exported, tmp_path, capsys):
     """A folder (or a pattern) of photos, each NAME.jpg with NAME.prompt.png / .npy beside it: each depth follows its
-    own prompt's range (metres); the prompt files are not taken for photos; an image without a prompt is reported
-    and skipped, not fatal."""
+    own prompt's range (metres); the prompt files are not taken for photos, nor named as files passed over, also
+    when the shell gives every file; an image without a prompt is reported and skipped, not fatal."""
     photos, out = tmp_path / "photos", tmp_path / "out"
     photos.mkdir()
     for name, (low, high) in {"a": (0.5, 1.5), "b": (4.0, 9.0), "c": (0.0, 0.0)}.items():
@@ -296,8 +296,13 @@ def test_predict_on_a_folder_reads_each_images_prompt_beside_it(exported, tmp_pa
     assert sorted(p.name for p in out.iterdir()) == ["a.npy", "a.png", "b.npy", "b.png"]
     a, b = np.load(out / "a.npy"), np.load(out / "b.npy")
     assert 0.5 - 1e-3 <= a.min() and a.max() <= 1.5 + 1e-3 and 4.0 - 1e-3 <= b.min() and b.max() <= 9.0 + 1e-3
+    assert "passed over" not in text.out  # b.prompt.npy was named among 'other files ... passed over'
     assert main(["predict", model, str(photos / "*.*"), "-o", str(tmp_path / "glob")]) == 0
     assert sorted(p.name for p in (tmp_path / "glob").iterdir()) == ["a.png", "b.png"]
+    capsys.readouterr()  # the shell's photos/* (every file given): a.prompt.png was predicted as a photo of its own
+    assert main(["predict", model, *map(str, sorted(photos.iterdir())), "-o", str(tmp_path / "files")]) == 0
+    assert sorted(p.name for p in (tmp_path / "files").iterdir()) == ["a.png", "b.png"]
+    assert "3 images, 1 skipped (c.jpg" in capsys.readouterr().out
 
 
 def test_predict_on_a_video_takes_a_prompt_per_frame_from_a_stack(exported, tmp_path):

@@ -94,7 +94,7 @@ def folder_contents(folder: str | Path) -> FolderContents:
     except OSError as exc:
         raise InputError(f"cannot list the image folder {folder}: {exc.strerror or exc}") from None
     images = [p for p in entries if named_like_image(p) and present(p) and not is_prompt_file(p)]
-    files = [p for p in entries if p.is_file() and not named_like_image(p)]
+    files = [p for p in entries if p.is_file() and not named_like_image(p) and not is_prompt_file(p)]
     stems = {_first_stem(p) for p in images}
 
     def suffixed(suffixes: tuple[str, ...]) -> list[Path]:
