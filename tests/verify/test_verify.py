@@ -377,6 +377,8 @@ def test_the_pattern_a_folder_with_subfolders_is_told_to_take_reads_them(tmp_pat
     monkeypatch.setenv("HOME", str(tmp_path))  # --images '~/trip/**/*', quoted: the shell left the ~
     assert [name for name, _ in image_set("~/trip/**/*")[1]] == ["day1/IMG_1.jpg", "day2/IMG_2.png"]
     assert prompt_set("~/trip/**/*", ["day2/IMG_2.png"], (24, 32))[1] == origins
+    with pytest.raises(InputError, match=re.escape("prompt IMG_2.prompt.npy is 24x32 but the model takes a 32x24")):
+        prompt_set(f"{trip}/**/*", ["day2/IMG_2.png"], (32, 24))  # it named the photo: 'prompt day2/IMG_2.png is'
     with pytest.raises(InputError, match=r"is a URL, and depthport reads local files: download it first"):
         image_set("https://example.com/trip/")
     with pytest.raises(InputError, match=r"matches no file named like an image"):

@@ -167,5 +167,5 @@ def prompt_set(source: str | Path | None, names: list[str], prompt_hw: tuple[int
         else:
             path = prompt_beside(stored.get(name, folder / name))
             depth, origins[name] = load_prompt(path), utf8_text(path.name)
-        prompts[name] = prompt_input(depth, prompt_hw, name)
+        prompts[name] = prompt_input(depth, prompt_hw, origins[name] if source is not None else name)
     return prompts, origins
