@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import tempfile
 import threading
 from pathlib import Path
+
+from .errors import InputError
 
 
 @contextlib.contextmanager
@@ -20,7 +23,7 @@ def atomic_path(final: str | os.PathLike):
     tmp = None
     try:
         with sigint_deferred():  # the file is created and ``tmp`` bound before a Ctrl-C takes effect
-            fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
+            fd, tmp = _temporary(final)
             os.close(fd)
         umask = os.umask(0)
         os.umask(umask)
@@ -35,6 +38,17 @@ def atomic_path(final: str | os.PathLike):
             for folder in made:  # deepest first; one that holds anything else stays
                 with contextlib.suppress(OSError):
                     folder.rmdir()
+
+
+def _temporary(final: Path) -> tuple[int, str]:
+    """A new temporary file beside ``final``; where none can be made there (a folder that is read-only, or takes no
+    files, as /proc), an InputError naming ``final``, not the temporary name the user never gave."""
+    try:
+        return tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT) or not exc.strerror:
+            raise
+        raise InputError(f"cannot write {final}: {exc.strerror}") from None
 
 
 def _missing_folders(folder: Path) -> list[Path]:

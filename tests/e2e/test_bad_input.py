@@ -478,6 +478,15 @@ def test_output_folder_without_write_permission_is_refused(tiny_tflite, tmp_path
         locked.chmod(0o700)
 
 
+@pytest.mark.skipif(not Path("/proc/self").exists(), reason="no /proc (not Linux)")
+def test_an_output_where_no_file_can_be_made_is_named_not_its_temporary_file(tiny_tflite, capsys):
+    """/proc takes no new file, root or not: the error named the temporary file the user never gave ('[Errno 2] No
+    such file or directory: '/proc/.x.png.gmo2u04x.part''); it names the output."""
+    err = refused(capsys, ["predict", str(tiny_tflite), ASSET, "-o", "/proc/x.png"],
+                  "cannot write /proc/x.png: No such file or directory")
+    assert ".part" not in err
+
+
 def test_os_errors_on_user_paths_are_one_line(tiny_tflite, tmp_path, capsys):
     """verify --out under a regular file fails in mkdir (NotADirectoryError): main reports it as bad input."""
     blocker = tmp_path / "somefile.txt"
