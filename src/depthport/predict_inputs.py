@@ -239,7 +239,9 @@ def open_video(path: Path) -> Inputs:
                           sar=_non_square(stream.sample_aspect_ratio),
                           hdr=tone_map.NAMES.get(stream.codec_context.color_trc))
     except av.error.FFmpegError as exc:
-        raise InputError(f"cannot read video {path}: {_reason(exc)}") from None
+        cut = (" (damaged, or cut short: a copy or download that stopped part-way? An MP4 or MOV often keeps its "
+               "index at its end)" if isinstance(exc, av.error.InvalidDataError) else "")
+        raise InputError(f"cannot read video {path}: {_reason(exc)}{cut}") from None
 
 
 def _frame_rate(container, stream) -> Fraction | None:

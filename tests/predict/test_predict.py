@@ -1368,7 +1368,8 @@ def test_a_truncated_video_says_where_it_ends_against_its_header(tiny_tflite, tm
     """A copy or download cut short decodes to its last whole frame; the summary and timestamps.json say that the
     video ends before the end its header declares (a whole video says nothing, also one whose first frame is not at
     0 s: a Matroska segment's declared duration counts from 0 s, which was taken as counting from the first frame;
-    also one whose sound lasts longer than its video: a Matroska segment lasts as long as its longest track)."""
+    also one whose sound lasts longer than its video: a Matroska segment lasts as long as its longest track). An MP4
+    cut before its index cannot be read: that is said (it said only FFmpeg's 'Invalid data found ...')."""
     make_video(tmp_path / "whole.mkv", 50)  # 2 s at 25 fps
     out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "whole.mkv", "-o", tmp_path / "w.mp4"])
     assert out.startswith("50 frames, 0 skipped, ") and "header" not in out
@@ -1399,6 +1400,15 @@ def test_a_truncated_video_says_where_it_ends_against_its_header(tiny_tflite, tm
     assert 10 < seen < 40 and f"{seen} frames, " in out
     assert f"the video ends at {seen / 25:.1f} s of the 2.0 s its header declares (a truncated file?)" in out
     assert stamps["ends_early"] in out
+    make_video(tmp_path / "whole.mp4", 50)  # an MP4 writes its index (moov) after its frames: cut, it has none
+    data = (tmp_path / "whole.mp4").read_bytes()
+    (tmp_path / "cut.mp4").write_bytes(data[: len(data) // 2])
+    capsys.readouterr()
+    assert main(["predict", str(tiny_tflite), str(tmp_path / "cut.mp4"), "-o", str(tmp_path / "m.mp4")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"depthport predict: error: cannot read video {tmp_path / 'cut.mp4'}: Invalid data found when processing "
+        "input (damaged, or cut short: a copy or download that stopped part-way? An MP4 or MOV often keeps its "
+        "index at its end)")
 
 
 def test_video_frames_are_turned_upright(tiny_tflite, tmp_path, capsys):
