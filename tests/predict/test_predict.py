@@ -1232,7 +1232,7 @@ def test_a_video_saved_without_its_suffix_is_read_as_a_video(tiny_tflite, tmp_pa
         assert out.startswith("2 frames, 0 skipped, ") and np.load(tmp_path / "out" / f"{saved}.npy").shape == (2, 48, 64)
     photo().save(tmp_path / "photo", format="AVIF")
     out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "photo", "-o", tmp_path / "photo.png"])
-    assert out.startswith(f"wrote {tmp_path / 'photo.png'}: depth 40x60")
+    assert out.startswith(f"wrote {tmp_path / 'photo.png'}: depth 60x40")  # W x H, as every size in the output
     assert open_inputs(f"{tmp_path}/*").names == ["photo", "photo.png"]  # the videos in a pattern: passed over
     assert sorted(open_inputs(f"{tmp_path}/*").videos) == ["IMG_0003.bin", "c.download", "clip"]
 

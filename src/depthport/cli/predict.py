@@ -150,8 +150,9 @@ def _one(args, image: Path, out: Path, options: dict) -> int:
     span = f"range {finite.min():.4g}..{finite.max():.4g}{unit}" if finite.size else "no finite value"
     if bad:
         notes.append(f"; {bad} of its {depth.size} values are NaN or infinite (the model's arithmetic overflowed?)")
-    console().print(f"wrote {out}" + (f" and {npy}" if npy else "") + f": depth {depth.shape[0]}x"
-                    f"{depth.shape[1]}, {span}{''.join(notes)}", markup=False, highlight=False, soft_wrap=True)
+    width, height = depth.shape[1], depth.shape[0]  # W x H, as every size the output gives
+    console().print(f"wrote {out}" + (f" and {npy}" if npy else "") + f": depth {width}x{height}, {span}"
+                    f"{''.join(notes)}", markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
