@@ -305,7 +305,8 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
             on_focal(image.info[FOCAL_KEY], image.size)
     predictor = Predictor(model_path, letterbox, threads, accelerator, gpu_precision, focal, model_size, image_path,
                           prompt)
-    stretched = not letterbox and stretch_note(image.size, predictor.hw, "the photo", exported=predictor.exported)
+    stretched = not letterbox and stretch_note(image.size, predictor.hw, "the photo", exported=predictor.exported,
+                                               prompt_hw=predictor.prompt_hw)
     if on_stretch and stretched:
         on_stretch(stretched)
     depth = predictor.depth(image)

@@ -187,7 +187,8 @@ def stretched_note(tally: Tally, predictor: Predictor) -> str:
     if not tally.stretched:
         return ""
     what = "its frames" if tally.noun == "frames" else listed(tally.noun[:-1], tally.stretched)
-    return stretch_note(tally.most[1], predictor.hw, what, up_to=tally.noun != "frames", exported=predictor.exported)
+    return stretch_note(tally.most[1], predictor.hw, what, up_to=tally.noun != "frames", exported=predictor.exported,
+                        prompt_hw=predictor.prompt_hw)
 
 
 def predict_images(predictor: Predictor, inputs: Inputs, outputs: list[tuple[Path, Path | None]], tally: Tally,

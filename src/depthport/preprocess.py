@@ -314,16 +314,19 @@ def stretch(size_wh: tuple[int, int], size_hw: tuple[int, int]) -> float:
 
 
 def stretch_note(size_wh: tuple[int, int], size_hw: tuple[int, int], what: str, up_to: bool = False,
-                 exported: bool = True) -> str:
+                 exported: bool = True, prompt_hw: tuple[int, int] | None = None) -> str:
     """A line saying ``what`` ('the photo'; with ``up_to``, several of which ``size_wh`` is stretched most) was
     stretched to the file's aspect, and what keeps the aspect: --letterbox, or (for a file depthport ``exported``)
-    a file exported at the photo's aspect; "" within ``STRETCH_NOTED``."""
+    a file exported at the photo's aspect; "" within ``STRETCH_NOTED``. A prompted file (its prompt ``prompt_hw``)
+    takes no --letterbox (its prompt would not line up), and a file for a photo of the other orientation needs the
+    prompt turned too (--prompt-size)."""
     factor = stretch(size_wh, size_hw)
     if factor <= STRETCH_NOTED:
         return ""
     line = f"{what} stretched {'up to ' * up_to}{factor:.2f}x to the file's aspect ({size_hw[1]}x{size_hw[0]}): "
+    letterbox = "" if prompt_hw else "--letterbox keeps the aspect, or "
     if not exported:  # a file made elsewhere: depthport's export options do not apply to it
-        return line + "--letterbox keeps the aspect"
+        return line + ("--letterbox keeps the aspect" if letterbox else "a file made for the photo's aspect keeps it")
 
     def off(aspect: str) -> float:
         w, h = aspect.split(":")
@@ -333,7 +336,10 @@ def stretch_note(size_wh: tuple[int, int], size_hw: tuple[int, int], what: str, 
     if off(aspect) > math.log(STRETCH_NOTED):  # a panorama: its own ratio
         ratio = size_wh[0] / size_wh[1]
         aspect = f"{round(ratio, 1):g}:1" if ratio >= 1 else f"1:{round(1 / ratio, 1):g}"
-    return line + f"--letterbox keeps the aspect, or export a file for it (--long-side {max(size_hw)} --aspect {aspect})"
+    turn = ""
+    if prompt_hw and (size_wh[1] > size_wh[0]) != (prompt_hw[0] > prompt_hw[1]):
+        turn = f" --prompt-size {prompt_hw[1]}x{prompt_hw[0]}"
+    return line + f"{letterbox}export a file for it (--long-side {max(size_hw)} --aspect {aspect}{turn})"
 
 
 def _nearest_multiple(n: int, multiple: int) -> int:

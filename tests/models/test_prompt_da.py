@@ -370,7 +370,8 @@ def test_letterbox_and_a_stack_the_file_cannot_take_are_refused_before_any_frame
     """--letterbox padded the image but not its prompt (the two no longer lined up): refused. A video's stack of
     prompts in the other orientation was refused frame by frame (a line for each frame of a long video, after
     decoding it all); a PNG given as a video's stack was called 'pickled (object) data': now one line each, before
-    any frame, without LiteRT's teardown lines after it."""
+    any frame, without LiteRT's teardown lines after it. The stretch hint no longer offers --letterbox, and adds the
+    turned prompt a file for a portrait photo needs."""
     import subprocess
     import sys
 
@@ -397,6 +398,11 @@ def test_letterbox_and_a_stack_the_file_cannot_take_are_refused_before_any_frame
         assert main(["predict", tflite, *map(str, args)]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and message in err, err
+    Image.open(ASSET).rotate(90, expand=True).save(tmp_path / "portrait.jpg")  # the hint: no --letterbox
+    assert main(["predict", tflite, str(tmp_path / "portrait.jpg"), "--prompt", str(tmp_path / "p.npy"), "-o",
+                 str(tmp_path / "portrait.png")]) == 0
+    assert ("the photo stretched 1.88x to the file's aspect (70x56): export a file for it (--long-side 70 --aspect "
+            "2:3 --prompt-size 256x192)") in capsys.readouterr().out
     run = subprocess.run([sys.executable, "-m", "depthport", "predict", tflite, str(tmp_path / "clip.mp4"), "--prompt",
                           str(tmp_path / "turned.npy"), "-o", str(tmp_path / "out" / "d.mp4")],
                          capture_output=True, text=True, timeout=300)
