@@ -244,7 +244,8 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
             if predictor.metric:
                 tally.notes.append(_on_one_scale(video, predictor, fh, spans, times, on_colour))
         early = ends_early(inputs, last)
-        tally.notes += [early, hdr_note(inputs), square_pixels_note(inputs), stretched_note(tally, predictor)]
+        tally.notes += [early, hdr_note(inputs), square_pixels_note(inputs), stretched_note(tally, predictor),
+                        _unused_prompts(predictor, len(frames) + len(skipped))]
         stamps_tmp.write_text(json.dumps({
             "video": inputs.files[0].name, "fps": float(inputs.fps) if inputs.fps else None,
             "stack": paths[1].name, "frame": frames, "time_s": times, "skipped": skipped,
@@ -264,6 +265,15 @@ def _on_one_scale(video: _DepthVideo, predictor: Predictor, fh, spans: list, tim
     if on_colour:
         on_colour(len(times), len(times))
     return f"one colour scale for the whole video, {span[0]:.3g}-{span[1]:.3g} m"
+
+
+def _unused_prompts(predictor: Predictor, seen: int) -> str:
+    """The summary's note on a prompt stack longer than the video (another video's stack?); "" otherwise."""
+    stack = predictor.prompt_frames
+    if stack is None or len(stack) <= seen:
+        return ""
+    return (f"the prompt stack holds {len(stack)} prompts for {seen} frames: its last {len(stack) - seen} were not "
+            "used (is it this video's?)")
 
 
 def video_span(spans: list[tuple[float, float] | None]) -> tuple[float, float]:

@@ -305,9 +305,10 @@ def test_predict_on_a_folder_reads_each_images_prompt_beside_it(exported, tmp_pa
     assert "3 images, 1 skipped (c.jpg" in capsys.readouterr().out
 
 
-def test_predict_on_a_video_takes_a_prompt_per_frame_from_a_stack(exported, tmp_path):
+def test_predict_on_a_video_takes_a_prompt_per_frame_from_a_stack(exported, tmp_path, capsys):
     """A video with an .npy stack (frames, h, w) of prompts in metres: frame i gets prompt i (its depth within that
-    prompt's range); a frame beyond the stack is reported and skipped; a stack that is not 3-D is one line, exit 2."""
+    prompt's range); a frame beyond the stack is reported and skipped, a stack longer than the video is said; a stack
+    that is not 3-D is one line, exit 2."""
     import av
 
     video, frames = tmp_path / "walk.mp4", 5
@@ -330,6 +331,10 @@ def test_predict_on_a_video_takes_a_prompt_per_frame_from_a_stack(exported, tmp_
     assert "none for frame 4" in stamps["skipped"][0]["error"]
     for d, (lo, hi) in zip(depth, ranges):
         assert lo - 1e-3 <= d.min() and d.max() <= hi + 1e-3
+    np.save(tmp_path / "long.npy", np.concatenate([stack, stack[:3]]))  # 7 prompts: accepted without a word
+    capsys.readouterr()
+    assert main(["predict", model, str(video), "--prompt", str(tmp_path / "long.npy"), "-o", str(out / "l.mp4")]) == 0
+    assert "the prompt stack holds 7 prompts for 5 frames: its last 2 were not used" in capsys.readouterr().out
     np.save(tmp_path / "flat.npy", stack[0])
     assert main(["predict", model, str(video), "--prompt", str(tmp_path / "flat.npy"), "-o", str(tmp_path / "x.mp4")]) == 2
     assert not (tmp_path / "x.mp4").exists()
