@@ -13,12 +13,13 @@ import numpy as np
 from PIL import Image
 
 from .atomic import atomic_paths
+from .core.formatting import listed
 from .core.report_model import Units, load
 from .core.schema import ReportJson
 from .focal import focal_px
 from .outdir import claim_output_files
-from .preprocess import (FOCAL_KEY, FRAMES_KEY, Frames, InputError, letterbox_box, load_image, stretch,
-                         stretch_note, to_tensor)
+from .preprocess import (FOCAL_KEY, FRAMES_KEY, TURNED_KEY, Frames, InputError, letterbox_box, load_image,
+                         stretch, stretch_note, to_tensor)
 from .registry import MODELS
 from .runtimes import load_runner
 from .visualize import colorize, depth_range, with_colorbar
@@ -260,6 +261,19 @@ class Predictor:
         return with_colorbar(picture, lo, hi, "depth (m)") if self.metric else picture
 
 
+def turned_prompts_note(names: list[str] | None = None) -> str:
+    """A prompted file's photo (or the photos ``names`` of a folder) turned upright by its EXIF orientation, its
+    prompt used as stored: a prompt in the camera's orientation (ARKit's depth is; an iPhone stores a portrait photo
+    turned, and says so in EXIF) no longer lines up. Which is right depends on the app that saved them: said, not
+    guessed."""
+    what, whose, prompts = "the photo", "its", "prompt"
+    if names:
+        what, whose, prompts = listed("photo", names), "their" if len(names) > 1 else "its", "prompt" + "s" * (
+            len(names) > 1)
+    return (f"{what} turned upright by {whose} EXIF orientation, {whose} {prompts} used as stored: a prompt in the "
+            "camera's orientation (ARKit's depth is) must be turned with its photo")
+
+
 def write_depth(depth: np.ndarray, picture: Image.Image, out_png: str | Path, out_npy: str | Path | None) -> None:
     """The PNG (and the .npy, float32) written together or not at all: each is renamed into place only once both
     are written."""
@@ -274,7 +288,7 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
             letterbox: bool = False, threads: int = 2, accelerator: str = "cpu",
             gpu_precision: str = "fp32", focal: float | None = None, model_size: bool = False,
             prompt: str | Path | None = None, on_focal: Callable[[float, tuple[int, int]], None] | None = None,
-            on_frames: Callable[[Frames], None] | None = None, on_stretch: Callable[[str], None] | None = None
+            on_frames: Callable[[Frames], None] | None = None, on_note: Callable[[str], None] | None = None
             ) -> np.ndarray:
     """Depth (H, W) of one image at the image's displayed size (``photo_size``: bicubic, as transformers
     resizes it), or at the model's input size with ``model_size``; in metres for a metric model. Writes the
@@ -284,8 +298,9 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
     ``focal`` is the camera's focal length in pixels of the image, which models whose metres need it (Depth Anything 3
     Metric) take from the photo's EXIF when it is None (``focal.focal_35mm``; an InputError where it has none;
     ``on_focal(f35_mm, (W, H))`` is told what was used), and others refuse. ``on_frames(frames)`` is told when the
-    image is an animation or a multi-page TIFF (its first frame or page is used), ``on_stretch(note)`` when the input
-    stretches the image's aspect more than ``preprocess.STRETCH_NOTED``. ``prompt`` is the prompt depth file
+    image is an animation or a multi-page TIFF (its first frame or page is used), ``on_note(note)`` when the input
+    stretches the image's aspect more than ``preprocess.STRETCH_NOTED``, and when a prompted file's photo was turned
+    upright by its EXIF orientation (``turned_prompts_note``). ``prompt`` is the prompt depth file
     (16-bit PNG in millimetres, or .npy in metres) that prompted files (Prompt Depth Anything) require and others
     refuse. ``accelerator="gpu"`` runs a .tflite on the LiteRT GPU accelerator with ``gpu_precision`` compute (FP32
     unless "fp16" is asked for). The output paths are checked
@@ -307,8 +322,11 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
                           prompt)
     stretched = not letterbox and stretch_note(image.size, predictor.hw, "the photo", exported=predictor.exported,
                                                prompt_hw=predictor.prompt_hw)
-    if on_stretch and stretched:
-        on_stretch(stretched)
+    notes = [stretched] if stretched else []
+    if predictor.prompt_hw and image.info.get(TURNED_KEY):
+        notes.append(turned_prompts_note())
+    for note in notes if on_note else []:
+        on_note(note)
     depth = predictor.depth(image)
     write_depth(depth, predictor.picture(depth), out_png, out_npy)
     return depth

@@ -34,8 +34,8 @@ from .core.formatting import listed
 from .errors import InputError
 from .focal import photos_note
 from .outdir import WrongSuffix, check_output_file, claim_output_files
-from .predict import NotADepthMap, Predictor, write_depth
-from .preprocess import FRAMES_KEY, STRETCH_NOTED, stretch_note
+from .predict import NotADepthMap, Predictor, turned_prompts_note, write_depth
+from .preprocess import FRAMES_KEY, STRETCH_NOTED, TURNED_KEY, stretch_note
 from .predict_inputs import Inputs, Item, first_images_note, hdr_note, passed_over, square_pixels_note
 from .visualize import depth_range, not_finite
 
@@ -196,7 +196,7 @@ def predict_images(predictor: Predictor, inputs: Inputs, outputs: list[tuple[Pat
     """Each image's depth PNG (and .npy) written whole, one image at a time, in order."""
     tally.start = time.perf_counter()
     tally.notes.append(passed_over(inputs))
-    several = []  # (name, Frames) of the animations and multi-page TIFFs read
+    several, turned = [], []  # (name, Frames) of the animations and multi-page TIFFs; photos turned upright
     for item, (png, npy) in zip(inputs.items(), outputs):
         depth = _depth(predictor, item, tally)
         if depth is not None:
@@ -204,9 +204,12 @@ def predict_images(predictor: Predictor, inputs: Inputs, outputs: list[tuple[Pat
             tally.done += 1
             if frames := item.image.info.get(FRAMES_KEY):
                 several.append((item.name, frames))
+            if predictor.prompt_hw and item.image.info.get(TURNED_KEY):
+                turned.append(item.name)
         if on_item:
             on_item(item, depth is not None)
-    tally.notes += [first_images_note(several), photos_note(predictor.exif_focals), stretched_note(tally, predictor)]
+    tally.notes += [first_images_note(several), photos_note(predictor.exif_focals), stretched_note(tally, predictor),
+                    turned_prompts_note(turned) if turned else ""]
     tally.check_any()
 
 

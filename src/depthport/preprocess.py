@@ -38,6 +38,7 @@ UNDECODED = {".jxl": JPEG_XL, ".svg": SVG, ".svgz": SVG, ".exr": OPENEXR, ".hdr"
 # from its header, before decoding it.
 MAX_PIXELS = 2**28
 FOCAL_KEY = "focal_35mm"  # in a loaded image's info: its EXIF 35 mm-equivalent focal length (``focal.focal_35mm``)
+TURNED_KEY = "turned_upright"  # in a loaded image's info: its EXIF orientation, where that turned it a quarter
 FRAMES_KEY = "more_images"  # in a loaded image's info: the ``Frames`` of a file of several images (the first read)
 ANIMATED_FORMATS = ("GIF", "PNG", "WEBP")  # animations; an MPO's or HEIF's other images are not frames a viewer plays
 
@@ -75,7 +76,8 @@ def load_image(path: str | Path) -> Image.Image:
     """An RGB image as an image viewer shows it; a path that is not a readable image, or an image that cannot
     become RGB without guessing, is an InputError (one line, exit status 2).
 
-    - EXIF orientation (all eight) is applied (``ImageOps.exif_transpose``): the image has the displayed shape.
+    - EXIF orientation (all eight) is applied (``ImageOps.exif_transpose``): the image has the displayed shape; one
+      that turned it a quarter is kept in ``info[TURNED_KEY]`` (a prompt in the camera's orientation is not turned).
     - HEIC/HEIF photos are read through pi-heif (libheif): their rotation applied once, 10-bit read at 8 bits.
     - A multi-frame file (animated GIF, PNG or WebP, multi-page TIFF, MPO, HEIF sequence) gives its first frame;
       an animation's frames or a TIFF's pages are counted in ``info[FRAMES_KEY]``, so that the output can say so.
@@ -125,12 +127,15 @@ def load_image(path: str | Path) -> Image.Image:
                                  "defined mapping to 8-bit RGB; convert it to 8 bits first")
             f35 = focal_35mm(img)
             white_is_zero = img.format == "TIFF" and img.tag_v2.get(262) == 0  # Photometric: WhiteIsZero
+            turned = img.info.get("original_orientation") or img.getexif().get(0x0112)  # pi-heif turned a HEIC
             img = ImageOps.exif_transpose(img)
             rgb = _to_rgb(_grey_8bit(img, white_is_zero) if img.mode.startswith("I;16") else img, path)
             if f35:
                 rgb.info[FOCAL_KEY] = f35
             if frames:
                 rgb.info[FRAMES_KEY] = frames
+            if turned in (5, 6, 7, 8):
+                rgb.info[TURNED_KEY] = turned
             return rgb
     except InputError:
         raise

@@ -417,6 +417,32 @@ def test_letterbox_and_a_stack_the_file_cannot_take_are_refused_before_any_frame
     assert not (tmp_path / "out").exists()
 
 
+def test_a_photo_turned_upright_by_its_exif_is_said_beside_its_prompt(exported, tiny_tflite, tmp_path, capsys):
+    """An iPhone stores a portrait photo turned and says so in EXIF; ARKit's depth stays in the camera's orientation.
+    The photo is read upright and its prompt as stored, which then no longer line up unless the app turned the
+    prompt too: said (it said nothing), for one photo and in a folder's summary; not for a photo stored upright, nor
+    for a file without a prompt."""
+    tflite = str(exported[0] / "prompt_da_tiny_fp32.tflite")
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.open(ASSET).save(photos / "a.jpg", exif=exif)
+    Image.open(ASSET).save(photos / "b.jpg")
+    for name in ("a", "b"):
+        np.save(photos / f"{name}.prompt.npy", np.linspace(0.5, 4.0, 192 * 256).reshape(192, 256))
+    said = "turned upright by its EXIF orientation, its prompt used as stored: a prompt in the camera's orientation"
+    for name, expected in (("a", True), ("b", False)):
+        capsys.readouterr()
+        assert main(["predict", tflite, str(photos / f"{name}.jpg"), "--prompt", str(photos / f"{name}.prompt.npy"),
+                     "-o", str(tmp_path / f"{name}.png")]) == 0
+        assert (f"; the photo {said}" in capsys.readouterr().out) is expected
+    assert main(["predict", tflite, str(photos), "-o", str(tmp_path / "out")]) == 0
+    assert f"; 1 photo (a.jpg) {said}" in capsys.readouterr().out
+    assert main(["predict", str(tiny_tflite), str(photos / "a.jpg"), "-o", str(tmp_path / "plain.png")]) == 0
+    assert "EXIF orientation" not in capsys.readouterr().out
+
+
 def test_an_output_that_would_overwrite_the_prompt_is_refused(exported, tmp_path, monkeypatch, capsys):
     """The prompt is the user's sensor capture: `predict FILE photo.jpg --prompt depth.png` (the default -o is
     depth.png) replaced it with the colourised depth; so did a video's stack (default NAME.npy) over a `--prompt`

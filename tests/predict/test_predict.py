@@ -34,7 +34,7 @@ from depthport.core.images import folder_set
 from depthport.errors import InputError
 from depthport.predict import Predictor
 from depthport.predict_inputs import open_inputs
-from depthport.preprocess import FOCAL_KEY, letterbox_box, load_image
+from depthport.preprocess import FOCAL_KEY, TURNED_KEY, letterbox_box, load_image
 from depthport.quiet import native_stderr_muted
 from depthport.spec import CANONICAL, METRES, output_units
 
@@ -749,6 +749,7 @@ def test_iphone_heic_is_read_as_shown_and_turned_once(tmp_path):
     assert np.abs(shown - upright).mean() < 3 and np.abs(shown - upright).max() <= 12
     assert np.abs(shown - upright[::-1, ::-1]).mean() > 40  # nor upside down
     assert load_image(DATA / "IMG_0001.HEIC").info[FOCAL_KEY] == 26  # for metric models that need a focal length
+    assert load_image(DATA / "IMG_0001.HEIC").info[TURNED_KEY] == 6  # a prompt in the sensor's orientation: said
     colours = np.asarray(load_image(DATA / "hdr10_profile.heic")).astype(int)
     assert colours.shape == (48, 64, 3)
     assert np.abs(colours - heic_source()[..., ::-1]).mean() < 3  # red and blue exchanged, as its profile says

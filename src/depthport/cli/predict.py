@@ -140,7 +140,7 @@ def _one(args, image: Path, out: Path, options: dict) -> int:
             depth = predict(args.file, image, out, npy, prompt=args.prompt,
                             on_focal=lambda f35, size: notes.append(f"; {photo_note(f35, size)}"),
                             on_frames=lambda many: notes.append(f"; {first_of(many)}"),
-                            on_stretch=lambda note: notes.append(f"; {note}"), **options)
+                            on_note=lambda note: notes.append(f"; {note}"), **options)
         except (InputError, KeyboardInterrupt) as exc:
             raise _let_go(exc) from None
     units = output_units(Path(args.file))
