@@ -266,12 +266,11 @@ def turned_prompts_note(names: list[str] | None = None) -> str:
     prompt used as stored: a prompt in the camera's orientation (ARKit's depth is; an iPhone stores a portrait photo
     turned, and says so in EXIF) no longer lines up. Which is right depends on the app that saved them: said, not
     guessed."""
-    what, whose, prompts = "the photo", "its", "prompt"
-    if names:
-        what, whose, prompts = listed("photo", names), "their" if len(names) > 1 else "its", "prompt" + "s" * (
-            len(names) > 1)
-    return (f"{what} turned upright by {whose} EXIF orientation, {whose} {prompts} used as stored: a prompt in the "
-            "camera's orientation (ARKit's depth is) must be turned with its photo")
+    why = "a prompt in the camera's orientation (ARKit's depth is) must be turned with its photo"
+    if not names:
+        return f"the photo turned upright by its EXIF orientation, its prompt used as stored: {why}"
+    whose, prompts = ("their", "their prompts") if len(names) > 1 else ("its", "its prompt")
+    return f"{listed('photo', names)} turned upright by {whose} EXIF orientation, {prompts} used as stored: {why}"
 
 
 def write_depth(depth: np.ndarray, picture: Image.Image, out_png: str | Path, out_npy: str | Path | None) -> None:
