@@ -198,12 +198,12 @@ class Predictor:
 
     def _frames(self, path: str | Path) -> np.ndarray:
         """A video's prompts: an .npy stack (frames, h, w) in metres, one per decoded frame, read as frames need it."""
+        from .core.prompts import HEIGHT_FIRST, not_npy
+
         name = Path(path).name
         try:
             stack = np.load(path, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError) as exc:
-            from .core.prompts import not_npy
-
             reason = (not_npy(Path(path)) if Path(path).is_file() else None) or exc
             raise InputError(f"cannot read the prompt stack {path}: {reason} (a video takes an .npy of (frames, h, "
                              "w) metres)") from None
@@ -213,7 +213,7 @@ class Predictor:
         if not getattr(self.runner, "dynamic", False) and tuple(stack.shape[1:]) != tuple(self.prompt_hw):
             (h, w), (ph, pw) = stack.shape[1:], self.prompt_hw
             raise InputError(f"the prompt stack {name} holds {h}x{w} prompts but the model takes {ph}x{pw} ones "
-                             "(height x width; portrait and landscape differ)")
+                             f"({HEIGHT_FIRST})")
         return stack
 
     def prompt_frame(self, index: int) -> tuple:

@@ -38,6 +38,7 @@ UNDECODED = {".jxl": JPEG_XL, ".svg": SVG, ".svgz": SVG, ".exr": OPENEXR, ".hdr"
 # from its header, before decoding it.
 MAX_PIXELS = 2**28
 FOCAL_KEY = "focal_35mm"  # in a loaded image's info: its EXIF 35 mm-equivalent focal length (``focal.focal_35mm``)
+QUARTER_TURNS = (5, 6, 7, 8)  # EXIF/TIFF orientations that turn the stored image a quarter (and may mirror it)
 TURNED_KEY = "turned_upright"  # in a loaded image's info: its EXIF orientation, where that turned it a quarter
 FRAMES_KEY = "more_images"  # in a loaded image's info: the ``Frames`` of a file of several images (the first read)
 ANIMATED_FORMATS = ("GIF", "PNG", "WEBP")  # animations; an MPO's or HEIF's other images are not frames a viewer plays
@@ -119,7 +120,7 @@ def load_image(path: str | Path) -> Image.Image:
             if (pixels := img.width * img.height) > MAX_PIXELS:
                 raise InputError(f"cannot read image {path}: {img.width}x{img.height} is {pixels / 1e6:.0f} "
                                  f"megapixels, above the {MAX_PIXELS / 1e6:.0f} depthport reads; downscale it first")
-            frames = _frames(img)
+            frames = _more_images(img)
             img.load()
             if img.mode in ("I", "F"):
                 what = "a floating-point" if img.mode == "F" else "a 32-bit or signed integer"
@@ -134,7 +135,7 @@ def load_image(path: str | Path) -> Image.Image:
                 rgb.info[FOCAL_KEY] = f35
             if frames:
                 rgb.info[FRAMES_KEY] = frames
-            if turned in (5, 6, 7, 8):
+            if turned in QUARTER_TURNS:
                 rgb.info[TURNED_KEY] = turned
             return rgb
     except InputError:
@@ -167,7 +168,7 @@ class Frames(NamedTuple):
     kind: str  # "animated image", "multi-page TIFF"
 
 
-def _frames(img: Image.Image) -> Frames | None:
+def _more_images(img: Image.Image) -> Frames | None:
     """An animation's frames, or a TIFF's pages less the reduced-resolution copies (previews) and transparency masks
     a scanner or an editor stores beside a page (NewSubfileType bits 0 and 2); None for a single image, and for a
     TIFF whose later directories do not read (its first image still does). Counted before the first image is
@@ -178,7 +179,7 @@ def _frames(img: Image.Image) -> Frames | None:
         return None
     pages = 0
     try:
-        for index in range(img.n_frames if img.n_frames > 1 else 0):
+        for index in range(img.n_frames):
             img.seek(index)
             pages += not img.tag_v2.get(254, 0) & 0b101
     except Exception:  # noqa: BLE001 (any of Pillow's errors: the count is a note; the first image still reads)
@@ -224,7 +225,7 @@ def _pillow_for(path: Path):
     tags = tiff_tags(path) or {}
     Image.MAX_IMAGE_PIXELS = None
     TiffImagePlugin.READ_LIBTIFF = (tags.get("planar") == 2 and tags.get("bits", 8) > 8) or (
-        tags.get("orientation") in (5, 6, 7, 8))
+        tags.get("orientation") in QUARTER_TURNS)
     try:
         yield
     finally:

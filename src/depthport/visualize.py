@@ -83,8 +83,12 @@ def with_colorbar(picture: Image.Image, lo: float, hi: float, label: str, cmap: 
     w, h = canvas.size
     size = max(8, min(h // 30, 28))
     font = ImageFont.load_default(size=size)
-    ticks = [t for t in MaxNLocator(nbins=5).tick_values(lo, hi) if lo <= t <= hi] or [lo, hi]
-    texts = [f"{t:g}" for t in ticks]
+
+    def labels(bins: int) -> tuple[list[float], list[str]]:
+        ticks = [t for t in MaxNLocator(nbins=bins).tick_values(lo, hi) if lo <= t <= hi] or [lo, hi]
+        return ticks, [f"{t:g}" for t in ticks]
+
+    ticks, texts = labels(5)
     bar_w, pad = max(6, size * 2 // 3), max(3, size // 3)
     panel_w = pad + max(bar_w + pad + max(int(font.getlength(t)) for t in texts), int(font.getlength(label))) + pad
     if h < 3 * size + 6 * pad or w < 2 * (panel_w + pad):
@@ -98,8 +102,7 @@ def with_colorbar(picture: Image.Image, lo: float, hi: float, label: str, cmap: 
     span = max(bottom - top, 1)
     fit = max(1, min(5, span // (size + 2)))  # tick labels a line apart
     if fit < 5:
-        ticks = [t for t in MaxNLocator(nbins=fit).tick_values(lo, hi) if lo <= t <= hi] or [lo, hi]
-        texts = [f"{t:g}" for t in ticks]
+        ticks, texts = labels(fit)
     values = np.linspace(hi, lo, span)[:, None]
     colours = colormaps[cmap](np.clip((values - lo) / max(hi - lo, 1e-12), 0, 1))[..., :3]
     canvas.paste(Image.fromarray((np.repeat(colours, bar_w, axis=1) * 255).round().astype(np.uint8)),

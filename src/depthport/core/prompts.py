@@ -20,11 +20,13 @@ import numpy as np
 from PIL import Image
 
 from ..errors import InputError, utf8_text
+from ..file_kind import head
 from .ground_truth import depth_from_disparity, motorcycle
 from .patterns import local_path, set_root
 
 PROMPT_SUFFIXES = (".npy", ".png")  # NAME.prompt.npy (metres) or NAME.prompt.png (16-bit millimetres)
 PROMPT_TAG = ".prompt"
+HEIGHT_FIRST = "height x width; portrait and landscape differ"  # how a refused prompt shape is given
 MAX_METRES = 100.0  # farther than any phone depth sensor: an .npy above it holds millimetres, not metres
 NOISE, HOLES, HOLE_RADIUS = 0.01, 12, (1, 3)
 
@@ -38,9 +40,8 @@ def not_npy(path: Path) -> str | None:
     """Why ``np.load`` refused ``path``, where it is not an .npy at all: 'a PNG image, not an .npy', or 'not an .npy
     file (its first bytes are not NumPy's)' (NumPy's own words, 'contains pickled (object) data', advise loading
     it unsafely); None for a file that starts as an .npy does."""
-    with open(path, "rb") as f:
-        if f.read(6) == b"\x93NUMPY":
-            return None
+    if head(path, 6) == b"\x93NUMPY":
+        return None
     try:
         with Image.open(path) as image:
             return f"a {image.format} image, not an .npy"
@@ -96,7 +97,7 @@ def prompt_input(depth: np.ndarray, prompt_hw: tuple[int, int], name: str) -> np
     """(h, w) metres -> the model's (1, 1, h, w) prompt input; a map of another shape is refused."""
     if tuple(depth.shape) != tuple(prompt_hw):
         raise InputError(f"prompt {name} is {depth.shape[0]}x{depth.shape[1]} but the model takes a "
-                         f"{prompt_hw[0]}x{prompt_hw[1]} prompt (height x width; portrait and landscape differ)")
+                         f"{prompt_hw[0]}x{prompt_hw[1]} prompt ({HEIGHT_FIRST})")
     return np.array(depth, np.float32)[None, None]  # a copy: ``depth`` may be a cached built-in prompt
 
 
