@@ -8,6 +8,11 @@ class InputError(ValueError):
     """Bad user input: shown as one line, exit status 2."""
 
 
+class NotPerInput(InputError):
+    """Bad input that is not one input's own (the model file, an option): fatal for a folder or a video, where an
+    input that cannot be read is only skipped."""
+
+
 class MissingDependency(InputError):
     """An optional Python package that a step needs is not installed."""
 

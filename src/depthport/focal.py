@@ -9,10 +9,54 @@ made after the photo was taken without updating it makes it wrong; ``--focal`` o
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import dataclass
 
 from PIL import ExifTags, Image
 
+from .errors import NotPerInput
+
 FULL_FRAME_DIAGONAL_MM = math.hypot(36.0, 24.0)
+# The shortest 35 mm-equivalent focal length taken as a camera's: a 158-degree diagonal field of view, past any lens
+# whose picture is a pinhole camera's (a phone's ultra-wide is 13 mm). Shorter is millimetres given as pixels.
+SHORTEST_35MM = 4.0
+
+
+@dataclass(frozen=True)
+class Focal:
+    """``--focal``: pixels of the input (``1450``, ``1450px``), or millimetres in 35 mm terms (``26mm``, as a phone's
+    specifications and EXIF FocalLengthIn35mmFilm give it), turned into pixels by each picture's diagonal."""
+
+    value: float
+    mm: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> Focal:
+        """'1450', '1450px' or '26mm' (ValueError for anything else)."""
+        number, unit = re.fullmatch(r"\s*(.*?)\s*(px|mm)?\s*", text, re.IGNORECASE).groups()
+        try:
+            return cls(float(number), (unit or "").lower() == "mm")
+        except ValueError:
+            raise ValueError(f"expected pixels (1450) or millimetres in 35 mm terms (26mm), got {text!r}") from None
+
+    def __str__(self) -> str:
+        return f"{self.value:g}{'mm' if self.mm else ''}"
+
+    def px(self, size: tuple[int, int]) -> float:
+        """The focal length in pixels of a (W, H) picture; a ``NotPerInput`` where it makes the picture's field of
+        view wider than any camera's (``SHORTEST_35MM``): millimetres given as pixels, most likely."""
+        px = focal_px(self.value, size) if self.mm else self.value
+        f35 = px * FULL_FRAME_DIAGONAL_MM / math.hypot(*size)
+        if f35 < SHORTEST_35MM:
+            view = math.degrees(2 * math.atan(FULL_FRAME_DIAGONAL_MM / 2 / f35))
+            given = f"--focal {self}" if self.mm else f"--focal {self} px on this {size[0]}x{size[1]} picture"
+            hint = ("in millimetres it is the 35 mm-equivalent one (a phone's main camera: 24-28 mm), not the lens's "
+                    "own" if self.mm else f"a focal length in pixels is near the picture's width (a phone's 26 mm "
+                    f"main camera: {focal_px(26, size):.0f} px here); for millimetres in 35 mm terms write "
+                    f"--focal {self}mm")
+            raise NotPerInput(f"{given} is {f35:.2g} mm in 35 mm terms, a {view:.0f}° diagonal field of view, wider "
+                              f"than a camera's: {hint}")
+        return px
 
 
 def focal_35mm(img: Image.Image) -> float | None:

@@ -16,7 +16,8 @@ from .atomic import atomic_paths
 from .core.formatting import listed
 from .core.report_model import Units, load
 from .core.schema import ReportJson
-from .focal import focal_px
+from .errors import NotPerInput
+from .focal import Focal, focal_px
 from .outdir import claim_output_files
 from .preprocess import (FOCAL_KEY, FRAMES_KEY, TURNED_KEY, Frames, InputError, letterbox_box, load_image,
                          stretch, stretch_note, to_tensor)
@@ -61,7 +62,7 @@ def output_units(model_path: Path) -> Units | None:
     return load(Units, spec.units()) if spec is not None else None
 
 
-def check_focal(units: Units | None, focal: float | None, model_path: Path, image_path,
+def check_focal(units: Units | None, focal: Focal | None, model_path: Path, image_path,
                 from_exif: bool = False) -> None:
     """``--focal`` is required where metres need it, unless ``from_exif`` (photos may give it: ``Predictor.depth``
     then asks each photo), and refused where they do not (one-line InputErrors)."""
@@ -74,8 +75,9 @@ def check_focal(units: Units | None, focal: float | None, model_path: Path, imag
             f"its output is {units.meaning}")
         raise InputError(f"--focal applies only to models whose metres need the focal length; "
                          f"{model_path.name}: {what}")
-    if focal is not None and not (math.isfinite(focal) and focal > 0):
-        raise InputError(f"--focal must be a positive number of pixels, got {focal:g}")
+    if focal is not None and not (math.isfinite(focal.value) and focal.value > 0):
+        raise InputError(f"--focal must be a positive number of pixels (or of millimetres in 35 mm terms: 26mm), "
+                         f"got {focal}")
 
 
 def photo_focal(units: Units | None, image: Image.Image, model_path: Path) -> float | None:
@@ -123,9 +125,8 @@ def photo_size(depth: np.ndarray, image_hw: tuple[int, int], letterbox: bool = F
     return torch.nn.functional.interpolate(x, size=tuple(image_hw), mode="bicubic", align_corners=False)[0, 0].numpy()
 
 
-class NotADepthMap(InputError):
-    """The file's output is not one map: the file is no depth model (a classifier's logits, several channels).
-    Fatal for a folder or a video, where an unreadable image is only skipped."""
+class NotADepthMap(NotPerInput):
+    """The file's output is not one map: the file is no depth model (a classifier's logits, several channels)."""
 
 
 def depth_map(out: np.ndarray, name: str) -> np.ndarray:
@@ -154,11 +155,12 @@ class Predictor:
     """An exported file loaded once, for any number of images (see ``predict`` for the options)."""
 
     def __init__(self, model_path: str | Path, letterbox: bool = False, threads: int = 2, accelerator: str = "cpu",
-                 gpu_precision: str = "fp32", focal: float | None = None, model_size: bool = False,
+                 gpu_precision: str = "fp32", focal: float | Focal | None = None, model_size: bool = False,
                  images: str | Path = "the image", prompt: str | Path | None = None, prompts_beside: bool = False,
                  prompt_frames: str | Path | None = None, exif_focal: bool = True):
         self.model_path = Path(model_path)
         self.units = output_units(self.model_path)
+        focal = Focal(focal) if isinstance(focal, (int, float)) else focal
         check_focal(self.units, focal, self.model_path, images, from_exif=exif_focal)
         self.letterbox, self.focal, self.model_size = letterbox, focal, model_size
         self.exif_focals: list[float] = []  # the 35 mm-equivalent focal lengths (mm) read from photos, in order
@@ -239,8 +241,9 @@ class Predictor:
     def depth(self, image: Image.Image, extra: tuple | None = None) -> np.ndarray:
         """Depth (H, W) of an RGB image: at the image's size, or the model's with ``model_size``; metres for a
         metric model. ``extra``: this image's prompt (``prompt_beside``), else the one given at load."""
-        focal = self.focal
-        if focal is None and (focal := photo_focal(self.units, image, self.model_path)) is not None:
+        if self.focal is not None:
+            focal = self.focal.px(image.size)
+        elif (focal := photo_focal(self.units, image, self.model_path)) is not None:
             self.exif_focals.append(image.info[FOCAL_KEY])
         x = model_input(image, self.model_path, self.hw, self.letterbox)
         if self.channels_last:
@@ -285,7 +288,7 @@ def write_depth(depth: np.ndarray, picture: Image.Image, out_png: str | Path, ou
 
 def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path, out_npy: str | Path | None = None,
             letterbox: bool = False, threads: int = 2, accelerator: str = "cpu",
-            gpu_precision: str = "fp32", focal: float | None = None, model_size: bool = False,
+            gpu_precision: str = "fp32", focal: float | Focal | None = None, model_size: bool = False,
             prompt: str | Path | None = None, on_focal: Callable[[float, tuple[int, int]], None] | None = None,
             on_frames: Callable[[Frames], None] | None = None, on_note: Callable[[str], None] | None = None
             ) -> np.ndarray:
@@ -294,7 +297,7 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
     colourised depth as a PNG of the same size (with a colour-bar legend in metres inside it for a metric model) and, with
     ``out_npy``, the depth as float32 .npy.
 
-    ``focal`` is the camera's focal length in pixels of the image, which models whose metres need it (Depth Anything 3
+    ``focal`` is the camera's focal length in pixels of the image (or a ``Focal``: 26 mm in 35 mm terms), which models whose metres need it (Depth Anything 3
     Metric) take from the photo's EXIF when it is None (``focal.focal_35mm``; an InputError where it has none;
     ``on_focal(f35_mm, (W, H))`` is told what was used), and others refuse. ``on_frames(frames)`` is told when the
     image is an animation or a multi-page TIFF (its first frame or page is used), ``on_note(note)`` when the input
@@ -313,10 +316,8 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
     image = load_image(image_path)
     if on_frames and image.info.get(FRAMES_KEY):
         on_frames(image.info[FRAMES_KEY])
-    if focal is None:  # before the model loads: a photo without its focal length fails at once
-        focal = photo_focal(output_units(model_path), image, model_path)
-        if focal is not None and on_focal:
-            on_focal(image.info[FOCAL_KEY], image.size)
+    if focal is None and photo_focal(output_units(model_path), image, model_path) and on_focal:
+        on_focal(image.info[FOCAL_KEY], image.size)  # before the model loads: one without it fails at once
     predictor = Predictor(model_path, letterbox, threads, accelerator, gpu_precision, focal, model_size, image_path,
                           prompt)
     stretched = not letterbox and stretch_note(image.size, predictor.hw, "the photo", exported=predictor.exported,

@@ -560,6 +560,41 @@ def test_canonical_metres_take_each_photos_focal_length_from_its_exif(tiny_tflit
     assert "pass --focal PX, the focal length in pixels of clip.mp4" in capsys.readouterr().err
 
 
+def test_focal_in_millimetres_is_taken_and_millimetres_given_as_pixels_are_refused(tiny_tflite, tmp_path, capsys):
+    """A phone's focal length is known as '26 mm' (35 mm terms): --focal 26mm gives each picture's own pixels (the
+    EXIF's formula), the same depth as --focal with those pixels. --focal 26 (pixels) would have made the metres ~50x
+    too small without a word: a field of view wider than a camera's is refused in one line, for a photo, a folder
+    (not skipped photo by photo) and a video (nothing written)."""
+    import math
+
+    model = metric_file(tiny_tflite, tmp_path, CANONICAL)
+    (tmp_path / "photos").mkdir()
+    photo(300, 400).save(tmp_path / "photos" / "a.png")
+    photo(120, 160, seed=1).save(tmp_path / "photos" / "b.png")
+    px = 26 * math.hypot(300, 400) / math.hypot(36, 24)
+    np.testing.assert_allclose(single(capsys, model, tmp_path / "photos" / "a.png", tmp_path / "mm", "--focal", "26mm"),
+                               single(capsys, model, tmp_path / "photos" / "a.png", tmp_path / "px", "--focal",
+                                      f"{px!r}px"), rtol=1e-6)
+    ok(capsys, ["predict", model, tmp_path / "photos", "-o", tmp_path / "many", "--npy", "--focal", "26MM"])
+    small = 26 * math.hypot(120, 160) / math.hypot(36, 24)
+    np.testing.assert_allclose(np.load(tmp_path / "many" / "b.npy"),
+                               single(capsys, model, tmp_path / "photos" / "b.png", tmp_path / "b", "--focal",
+                                      repr(small)), rtol=1e-6)
+    make_video(tmp_path / "clip.mp4", 3, hw=(240, 320))
+    refused = {".png": tmp_path / "photos" / "a.png", "": tmp_path / "photos", ".mp4": tmp_path / "clip.mp4"}
+    for suffix, source in refused.items():
+        out = tmp_path / f"refused{suffix}"
+        assert main(["predict", str(model), str(source), "-o", str(out), "--focal", "26"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "mm in 35 mm terms, a 1" in err and "write --focal 26mm" in err, err
+        assert not list(tmp_path.glob("refused*")), source
+    assert main(["predict", str(model), str(source), "--focal", "3mm"]) == 2
+    assert "--focal 3mm is 3 mm in 35 mm terms" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["predict", str(model), str(source), "--focal", "26 inch"])
+    assert "expected pixels (1450) or millimetres in 35 mm terms (26mm), got '26 inch'" in capsys.readouterr().err
+
+
 class _Classifier(torch.nn.Module):
     def __init__(self):
         super().__init__()

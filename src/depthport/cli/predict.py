@@ -37,10 +37,11 @@ def add_parser(subparsers):
     p.add_argument("--model-size", action="store_true",
                    help="keep the depth at the model's input size (default: resized to the input's size, bicubic "
                         "as transformers' post_process_depth_estimation)")
-    p.add_argument("--focal", type=float, metavar="PX",
-                   help="the camera's focal length in pixels of the input, for models whose metres need it "
-                        "(da3-metric-large: metres = value x focal_px / 300 at the input size); default: each "
-                        "photo's own, from its EXIF 35 mm-equivalent focal length (a video needs --focal)")
+    p.add_argument("--focal", type=_focal, metavar="PX|MMmm",
+                   help="the camera's focal length in pixels of the input (1450), or in millimetres in 35 mm terms "
+                        "(26mm: a phone's main camera), for models whose metres need it (da3-metric-large: metres = "
+                        "value x focal_px / 300 at the input size); default: each photo's own, from its EXIF 35 "
+                        "mm-equivalent focal length (a video needs --focal)")
     p.add_argument("--letterbox", action="store_true", help="pad to the model's aspect instead of stretching")
     p.add_argument("--prompt", metavar="DEPTH",
                    help="prompted models (prompt-da-*): the coarse metric depth of the photo, a 16-bit PNG in "
@@ -51,6 +52,18 @@ def add_parser(subparsers):
     add_accelerator_args(p)
     p.add_argument("-v", "--verbose", action="store_true")
     return p
+
+
+def _focal(text: str):
+    """``--focal``: a ``focal.Focal`` (an argparse ``type=``)."""
+    import argparse
+
+    from ..focal import Focal
+
+    try:
+        return Focal.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run(args) -> int:
