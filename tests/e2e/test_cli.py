@@ -195,19 +195,23 @@ CLI_CHILD = "import sys\nfrom depthport.cli import main\nsys.exit(main(sys.argv[
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
-def test_predict_on_the_gpu_accelerator_matches_the_cpu(exported, tmp_path, precision):
-    """`predict --accelerator gpu` with an explicit precision runs every op on the GPU (SwiftShader here). Its stdout
-    holds the command's own output only: LiteRT's GPU accelerator printed 'INFO: Failed to load OpenCL library ...'
-    there, past the muting of native log lines on stderr."""
+def test_predict_on_the_gpu_accelerator_matches_the_cpu(exported, tmp_path, capsys, precision):
+    """`predict --accelerator gpu` with an explicit precision runs every op on the GPU (SwiftShader here), and its
+    line says so (it said nothing without -v). Its stdout holds the command's own output only: LiteRT's GPU
+    accelerator printed 'INFO: Failed to load OpenCL library ...' there, past the muting of native log lines on
+    stderr."""
     vulkan_or_skip()
     tflite = str(exported / "da2_tiny_fp32.tflite")
     cpu, gpu = tmp_path / "cpu.npy", tmp_path / "gpu.npy"
     assert main(["predict", tflite, ASSET, "-o", str(tmp_path / "c.png"), "--npy", str(cpu)]) == 0
+    assert "accelerator" not in capsys.readouterr().out
     run = subprocess.run([sys.executable, "-c", CLI_CHILD, "predict", tflite, ASSET, "-o", str(tmp_path / "g.png"),
                           "--npy", str(gpu), "--accelerator", "gpu", "--gpu-precision", precision, "--swiftshader"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.startswith("wrote ") and "INFO" not in run.stdout, run.stdout
+    compute = {"fp32": "FP32 compute", "fp16": "FP16 compute allowed"}[precision]
+    assert f"; every op on the LiteRT GPU accelerator ({compute}, SwiftShader)\n" in run.stdout, run.stdout
     a, b = np.load(gpu), np.load(cpu)
     # SwiftShader has no FP16 shaders, so both precisions compute in FP32 here.
     assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-5

@@ -163,6 +163,7 @@ def _one(args, image: Path, out: Path, options: dict) -> int:
     span = f"range {finite.min():.4g}..{finite.max():.4g}{unit}" if finite.size else "no finite value"
     if bad:
         notes.append(f"; {bad} of its {depth.size} values are NaN or infinite (the model's arithmetic overflowed?)")
+    notes.append(_ran_on(args))
     width, height = depth.shape[1], depth.shape[0]  # W x H, as every size the output gives
     console().print(f"wrote {out}" + (f" and {npy}" if npy else "") + f": depth {width}x{height}, {span}"
                     f"{''.join(notes)}", markup=False, highlight=False, soft_wrap=True)
@@ -202,7 +203,7 @@ def _many(args, inputs, out: Path, options: dict) -> int:
                                    "place only at the end)" if video else
                             f"the {tally.done} finished images' outputs in {out} are whole; the one in progress was "
                             "not written")
-    console().print(f"{tally.line()}; {wrote}", markup=False, highlight=False, soft_wrap=True)
+    console().print(f"{tally.line()}{_ran_on(args)}; {wrote}", markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
@@ -243,8 +244,17 @@ def _videos(args, inputs, out: Path, options: dict) -> int:
         return _interrupted(tally, f"the {tally.done} finished {whose} outputs in {out} are whole; the one in "
                                    "progress left nothing")
     tally.check_any()
-    console().print(f"{tally.line()}; wrote {out}", markup=False, highlight=False, soft_wrap=True)
+    console().print(f"{tally.line()}{_ran_on(args)}; wrote {out}", markup=False, highlight=False, soft_wrap=True)
     return 0
+
+
+def _ran_on(args) -> str:
+    """The summary's note on where the file ran: '' on the CPU; on the GPU, that every op ran there (the runner
+    refuses a file the accelerator does not take whole) and in which precision."""
+    if args.accelerator != "gpu":
+        return ""
+    compute = "FP32 compute" if args.gpu_precision == "fp32" else "FP16 compute allowed"
+    return f"; every op on the LiteRT GPU accelerator ({compute}{', SwiftShader' if args.swiftshader else ''})"
 
 
 def _colouring(bar):
