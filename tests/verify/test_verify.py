@@ -437,6 +437,15 @@ def test_what_an_images_folder_holds_beside_its_images_is_named_before_the_work(
         "in the folder not read (images only); 1 archive (more.zip) not unpacked: unpack it first and give the "
         "folder of its images")
     assert [name for name, _ in folder_set(folder)] == ["IMG_0001.JPG", "IMG_0002.JPG"]
+    out = StringIO()  # a quoted pattern passed over the same files in silence
+    images_note(Console(file=out, width=400), f"{folder}/IMG_000*")
+    assert out.getvalue().strip() == (f"--images {folder}/IMG_000*: 1 video (IMG_0004.MOV), 1 camera RAW file "
+                                      "(IMG_0003.CR2) and 1 other file (.AAE) matching the pattern not read (images "
+                                      "only)")
+    out = StringIO()
+    images_note(Console(file=out, width=400), f"{folder}/*.JPG")
+    assert out.getvalue() == "" and [name for name, _ in folder_set(f"{folder}/IMG_000*")] == ["IMG_0001.JPG",
+                                                                                              "IMG_0002.JPG"]
 
 
 @pytest.mark.parametrize("mode", ["I", "F"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ..errors import InputError
 from ..preprocess import parse_size, size_from_aspect
@@ -126,18 +127,21 @@ def export_size(args, default_hw: tuple[int, int]) -> tuple[int, int]:
 
 
 def images_note(err, images: str) -> None:
-    """What the --images folder holds that its reading passes over (videos, RAW files, other files, archives,
-    subfolders: ``unread_note``), said before the work; nothing for a pattern or a file, or where the folder holds no
-    image: its refusal names them."""
+    """What the --images folder or quoted pattern holds or matches that its reading passes over (videos, RAW files,
+    other files, archives, subfolders: ``unread_note``), said before the work; nothing for a file, or where no image
+    is among them: their refusal names them."""
     from rich.markup import escape
 
-    from ..core.images import folder_contents, unread_note
-    from ..core.patterns import local_path
+    from ..core.images import folder_contents, pattern_contents, unread_note
+    from ..core.patterns import has_pattern, local_path
 
     try:
-        contents = folder_contents(local_path(images))
-    except InputError:  # not a folder (a file, a pattern), or one that cannot be listed
+        source = local_path(images)
+        pattern = has_pattern(source) and not Path(source).exists()
+        contents = pattern_contents(source) if pattern else folder_contents(source)
+    except InputError:  # not a folder (a file), a pattern that matches nothing, or a folder that cannot be listed
         return
-    if not contents.images or not (note := unread_note(images, contents)):
+    where = "matching the pattern" if pattern else "in the folder"
+    if not contents.images or not (note := unread_note(images, contents, where)):
         return
     err.print(f"[yellow]--images {escape(images)}: {escape(note)}[/]", soft_wrap=True)

@@ -93,6 +93,16 @@ def folder_contents(folder: str | Path) -> FolderContents:
         entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     except OSError as exc:
         raise InputError(f"cannot list the image folder {folder}: {exc.strerror or exc}") from None
+    return _sorted_out(entries)
+
+
+def pattern_contents(pattern: str) -> FolderContents:
+    """What a quoted pattern matches, sorted out as ``folder_contents`` does (no subfolders: a pattern names files);
+    no match is an InputError (``pattern_files``)."""
+    return _sorted_out(pattern_files(pattern))
+
+
+def _sorted_out(entries: list[Path]) -> FolderContents:
     images = [p for p in entries if named_like_image(p) and present(p) and not is_prompt_file(p)]
     files = [p for p in entries if p.is_file() and not named_like_image(p) and not is_prompt_file(p)]
     stems = {_first_stem(p) for p in images}
@@ -149,14 +159,14 @@ def archives_note(names: list[str]) -> str:
             f"{'their' if len(names) > 1 else 'its'} images")
 
 
-def unread_note(folder: str | Path, contents: FolderContents) -> str:
+def unread_note(folder: str | Path, contents: FolderContents, where: str = "in the folder") -> str:
     """What an image set read from ``folder`` (holding ``contents``) leaves out, in a line ('1 video (c.mp4) and 2
     other files (.pdf, .txt) in the folder not read (images only); 1 archive (more.zip) not unpacked: ...'), else
-    ''."""
+    ''. ``where``: 'matching the pattern' for a pattern's."""
     unread = [listed("video", [p.name for p in contents.videos]) if contents.videos else "",
               listed("camera RAW file", [p.name for p in contents.raws]) if contents.raws else "",
               others_named(contents.others) if contents.others else ""]
-    notes = [f"{in_words([u for u in unread if u])} in the folder not read (images only)"] if any(unread) else []
+    notes = [f"{in_words([u for u in unread if u])} {where} not read (images only)"] if any(unread) else []
     return "; ".join(notes + _aside(folder, contents))
 
 
