@@ -264,11 +264,14 @@ class Predictor:
         return with_colorbar(picture, lo, hi, "depth (m)") if self.metric else picture
 
 
-def turned_prompts_note(names: list[str] | None = None) -> str:
-    """A prompted file's photo (or the photos ``names`` of a folder) turned upright by its EXIF orientation, its
-    prompt used as stored: a prompt in the camera's orientation (ARKit's depth is; an iPhone stores a portrait photo
-    turned, and says so in EXIF) no longer lines up. Which is right depends on the app that saved them: said, not
-    guessed."""
+def turned_prompts_note(names: list[str] | None = None, video: bool = False) -> str:
+    """A prompted file's photo (or the photos ``names`` of a folder, or a ``video``'s frames) turned upright by its
+    EXIF orientation (a video's display rotation), its prompt used as stored: a prompt in the camera's orientation
+    (ARKit's depth is; an iPhone stores a portrait photo or video turned, and says so) no longer lines up. Which is
+    right depends on the app that saved them: said, not guessed."""
+    if video:
+        return ("the frames turned upright by the video's display rotation, the prompt stack used as stored: a prompt "
+                "in the camera's orientation (ARKit's depth is) must be turned with its frame")
     why = "a prompt in the camera's orientation (ARKit's depth is) must be turned with its photo"
     if not names:
         return f"the photo turned upright by its EXIF orientation, its prompt used as stored: {why}"

@@ -20,7 +20,7 @@ from .core.patterns import has_pattern, local_path, pattern_files, pattern_root,
 from .core.prompts import is_prompt_file
 from .errors import InputError
 from .file_kind import ARCHIVE_SUFFIXES, VIDEO_SUFFIXES, head, starts_as_video
-from .preprocess import RAW_SUFFIXES, Frames, load_image
+from .preprocess import RAW_SUFFIXES, TURNED_KEY, Frames, load_image
 
 _UNSPECIFIED = 2  # FFmpeg's AVCOL_SPC_UNSPECIFIED: a video that does not name its YUV matrix
 _ROTATIONS = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, -180: Image.Transpose.ROTATE_180,
@@ -440,6 +440,12 @@ def square_pixels_note(inputs: Inputs) -> str:
 
 def upright(image: Image.Image, rotation: int) -> Image.Image:
     """A video frame as players show it: rotated counter-clockwise by its display matrix's ``rotation``
-    (PyAV's ``VideoFrame.rotation``); angles that are not a multiple of 90 degrees are ignored."""
+    (PyAV's ``VideoFrame.rotation``); angles that are not a multiple of 90 degrees are ignored. A quarter turn is
+    kept in ``info[TURNED_KEY]``, as a photo's EXIF orientation is."""
     method = _ROTATIONS.get(int(round(rotation or 0)))
-    return image.transpose(method) if method is not None else image
+    if method is None:
+        return image
+    turned = image.transpose(method)
+    if method in (Image.Transpose.ROTATE_90, Image.Transpose.ROTATE_270):
+        turned.info[TURNED_KEY] = int(round(rotation))
+    return turned

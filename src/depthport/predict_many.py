@@ -221,7 +221,7 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
     the whole video, so that a colour and the legend's ticks mean one distance in every frame: the video is
     encoded from the stack once every frame's depth is known (``_on_one_scale``), told to ``on_colour(done,
     total)``, with 0 first."""
-    frames, times, skipped, last, spans = [], [], [], None, []
+    frames, times, skipped, last, spans, turned = [], [], [], None, [], False
     tally.start = time.perf_counter()
     with atomic_paths(*paths) as (video_tmp, npy_tmp, stamps_tmp):
         with open(npy_tmp, "wb") as fh, _DepthVideo(video_tmp, paths[0].suffix, inputs) as video:
@@ -239,6 +239,7 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
                     frames.append(item.index)
                     times.append(item.time)
                     tally.done += 1
+                    turned = turned or TURNED_KEY in item.image.info
                 if on_item:
                     on_item(item, depth is not None)
                 last = item.time if item.time is not None else last
@@ -248,7 +249,8 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
                 tally.notes.append(_on_one_scale(video, predictor, fh, spans, times, on_colour))
         early = ends_early(inputs, last)
         tally.notes += [early, hdr_note(inputs), square_pixels_note(inputs), stretched_note(tally, predictor),
-                        _unused_prompts(predictor, len(frames) + len(skipped))]
+                        _unused_prompts(predictor, len(frames) + len(skipped)),
+                        turned_prompts_note(video=True) if turned and predictor.prompt_hw else ""]
         stamps_tmp.write_text(json.dumps({
             "video": inputs.files[0].name, "fps": float(inputs.fps) if inputs.fps else None,
             "stack": paths[1].name, "frame": frames, "time_s": times, "skipped": skipped,

@@ -421,7 +421,8 @@ def test_a_photo_turned_upright_by_its_exif_is_said_beside_its_prompt(exported, 
     """An iPhone stores a portrait photo turned and says so in EXIF; ARKit's depth stays in the camera's orientation.
     The photo is read upright and its prompt as stored, which then no longer line up unless the app turned the
     prompt too: said (it said nothing), for one photo and in a folder's summary; not for a photo stored upright, nor
-    for a file without a prompt."""
+    for a file without a prompt. The same for a portrait video and its prompt stack (a quarter turn only, as for
+    photos)."""
     tflite = str(exported[0] / "prompt_da_tiny_fp32.tflite")
     photos = tmp_path / "photos"
     photos.mkdir()
@@ -441,6 +442,24 @@ def test_a_photo_turned_upright_by_its_exif_is_said_beside_its_prompt(exported, 
     assert f"; 1 photo (a.jpg) {said}" in capsys.readouterr().out
     assert main(["predict", str(tiny_tflite), str(photos / "a.jpg"), "-o", str(tmp_path / "plain.png")]) == 0
     assert "EXIF orientation" not in capsys.readouterr().out
+    import av  # a phone's portrait video: stored turned, a display rotation says so
+
+    np.save(tmp_path / "stack.npy", np.linspace(0.5, 4.0, 2 * 192 * 256).reshape(2, 192, 256))
+    for rotation in (90, 180, 0):
+        with av.open(str(tmp_path / f"r{rotation}.mp4"), "w") as container:
+            stream = container.add_stream("mjpeg", rate=10)
+            stream.height, stream.width, stream.pix_fmt = 56, 70, "yuvj420p"
+            stream.set_display_rotation(rotation)
+            frame = av.VideoFrame.from_image(Image.open(ASSET).convert("RGB").resize((70, 56)))
+            for packet in [*stream.encode(frame), *stream.encode(frame), *stream.encode()]:
+                container.mux(packet)
+        assert main(["predict", tflite, str(tmp_path / f"r{rotation}.mp4"), "--prompt", str(tmp_path / "stack.npy"),
+                     "-o", str(tmp_path / f"v{rotation}.mp4")]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("2 frames, 0 skipped")
+        assert ("; the frames turned upright by the video's display rotation, the prompt stack used as stored: a "
+                "prompt in the camera's orientation (ARKit's depth is) must be turned with its frame" in out
+                ) is (rotation == 90), out
 
 
 def test_an_output_that_would_overwrite_the_prompt_is_refused(exported, tmp_path, monkeypatch, capsys):
