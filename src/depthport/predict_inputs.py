@@ -37,6 +37,7 @@ class Item:
     time: float | None = None
     index: int = 0
     path: Path | None = None  # an image's file (a prompted model finds its prompt beside it)
+    shown: float | None = None  # a video frame's display time in seconds, where its packet says (a held last frame)
 
 
 @dataclass
@@ -337,7 +338,8 @@ def _frames(path: Path, fps: Fraction | None, sar: Fraction | None = None) -> It
                 continue
             for frame in frames:
                 yield from places.failed_before(frame.pts)
-                yield places.item(frame.pts, *_picture(frame, sar), frame.time)
+                yield places.item(frame.pts, *_picture(frame, sar), frame.time,
+                                  float(frame.duration * frame.time_base) if frame.duration else None)
 
 
 def _picture(frame, sar: Fraction | None) -> tuple[Image.Image | None, str | None]:
@@ -359,14 +361,15 @@ class _Places:
     def __init__(self, fps: Fraction | None):
         self.fps, self.waiting, self.count, self.last = fps, [], 0, None
 
-    def item(self, pts: int | None, image: Image.Image | None, error: str | None, time) -> Item:
+    def item(self, pts: int | None, image: Image.Image | None, error: str | None, time,
+             shown: float | None = None) -> Item:
         index, self.count = self.count, self.count + 1
         if image is not None and pts is not None:
             if self.last is not None and pts < self.last:
                 image, error = None, "given by the decoder after frames shown later (a damaged stream)"
             else:
                 self.last = pts
-        return Item(f"frame {index}", image, error, _seconds(time, index, self.fps), index)
+        return Item(f"frame {index}", image, error, _seconds(time, index, self.fps), index, shown=shown)
 
     def failed(self, pts: int | None, time, error: str) -> Iterator[Item]:
         if pts is None:

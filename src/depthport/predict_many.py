@@ -221,7 +221,7 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
     the whole video, so that a colour and the legend's ticks mean one distance in every frame: the video is
     encoded from the stack once every frame's depth is known (``_on_one_scale``), told to ``on_colour(done,
     total)``, with 0 first."""
-    frames, times, skipped, last, spans, turned = [], [], [], None, [], False
+    frames, times, skipped, last, shown, spans, turned = [], [], [], None, None, [], False
     tally.start = time.perf_counter()
     with atomic_paths(*paths) as (video_tmp, npy_tmp, stamps_tmp):
         with open(npy_tmp, "wb") as fh, _DepthVideo(video_tmp, paths[0].suffix, inputs) as video:
@@ -238,16 +238,18 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
                         video.add(predictor.picture(depth), item.time)
                     frames.append(item.index)
                     times.append(item.time)
+                    video.shown = item.shown
                     tally.done += 1
                     turned = turned or TURNED_KEY in item.image.info
                 if on_item:
                     on_item(item, depth is not None)
-                last = item.time if item.time is not None else last
+                if item.time is not None:
+                    last, shown = item.time, item.shown
             tally.check_any()
             stack.finish()
             if predictor.metric:
                 tally.notes.append(_on_one_scale(video, predictor, fh, spans, times, on_colour))
-        early = ends_early(inputs, last)
+        early = ends_early(inputs, last, shown)
         tally.notes += [early, hdr_note(inputs), square_pixels_note(inputs), stretched_note(tally, predictor),
                         _unused_prompts(predictor, len(frames) + len(skipped)),
                         turned_prompts_note(video=True) if turned and predictor.prompt_hw else ""]
@@ -288,17 +290,16 @@ def video_span(spans: list[tuple[float, float] | None]) -> tuple[float, float]:
     return (min(lo for lo, _ in known), max(hi for _, hi in known)) if known else (0.0, 0.0)
 
 
-def ends_early(inputs: Inputs, last: float | None) -> str:
-    """"" unless the last frame read comes well before the end the header declares (more than half a second and
+def ends_early(inputs: Inputs, last: float | None, shown: float | None = None) -> str:
+    """"" unless the last frame read, shown for ``shown`` seconds (its packet's duration: a screen recording holds its
+    last frame; else one frame interval), ends well before the end the header declares (more than half a second and
     5 % of the video short: a truncated copy or download, not a codec's trimmed first or last frame)."""
     if inputs.end_s is None or last is None:
         return ""
-    interval = float(1 / inputs.fps) if inputs.fps else 0.0
-    short = inputs.end_s - (last + interval)
-    if short <= max(0.5, 0.05 * inputs.end_s):
+    end = last + max(float(1 / inputs.fps) if inputs.fps else 0.0, shown or 0.0)
+    if inputs.end_s - end <= max(0.5, 0.05 * inputs.end_s):
         return ""
-    return (f"the video ends at {last + interval:.1f} s of the {inputs.end_s:.1f} s its header declares "
-            "(a truncated file?)")
+    return f"the video ends at {end:.1f} s of the {inputs.end_s:.1f} s its header declares (a truncated file?)"
 
 
 class _Stack:
@@ -354,20 +355,25 @@ class _DepthVideo:
     """Pictures encoded with libx264 (yuv420p; yuv444p where a side is odd) at the source's frame rate, each at
     its source timestamp (relative to the first); the container is opened on the first picture. The pictures are
     converted with the BT.709 matrix, and the stream says so: players take BT.709 for an untagged HD video, and
-    swscale's own conversion (BT.601, untagged) shifted the colour map's colours there (``TAG_BT709``)."""
+    swscale's own conversion (BT.601, untagged) shifted the colour map's colours there (``TAG_BT709``).
+
+    No B-frames: packets go out in the pictures' order, so the file lasts until its last picture's time (with
+    B-frames an MP4's duration was its last decoding time: half the source's where frames were far apart). The last
+    picture is shown for ``shown`` seconds, the source frame's own duration where known (a screen recording's held
+    last frame)."""
 
     def __init__(self, path: Path, suffix: str, inputs: Inputs):
         self.path, self.format = path, VIDEO_FORMATS[suffix.lower()]
         self.rate = inputs.fps or Fraction(25)
         self.time_base = inputs.time_base or 1 / self.rate
-        self.container = self.stream = self.first = self.last = None
+        self.container = self.stream = self.first = self.last = self.held = self.shown = None
 
     def add(self, picture, seconds: float | None) -> None:
         import av
 
         if self.container is None:
             self.container = av.open(str(self.path), "w", format=self.format)
-            self.stream = self.container.add_stream("libx264", rate=self.rate)
+            self.stream = self.container.add_stream("libx264", rate=self.rate, options={"bf": "0"})
             self.stream.width, self.stream.height = picture.size
             self.stream.pix_fmt = "yuv444p" if picture.width % 2 or picture.height % 2 else "yuv420p"
             self.stream.codec_context.time_base = self.time_base
@@ -379,8 +385,14 @@ class _DepthVideo:
         frame = av.VideoFrame.from_image(picture).reformat(format=self.stream.pix_fmt, dst_colorspace="itu709",
                                                            dst_color_range="MPEG")
         frame.pts, frame.time_base, self.last = pts, self.time_base, pts
-        for packet in self.stream.encode(frame):
-            self.container.mux(packet)
+        self._mux(self.stream.encode(frame))
+
+    def _mux(self, packets) -> None:
+        """Mux all but the last packet given so far: it waits, for ``__exit__`` to set its duration."""
+        for packet in packets:
+            if self.held is not None:
+                self.container.mux(self.held)
+            self.held = packet
 
     def __enter__(self):
         return self
@@ -392,6 +404,9 @@ class _DepthVideo:
             with contextlib.suppress(Exception):
                 self.container.close()
             return
-        for packet in self.stream.encode():
-            self.container.mux(packet)
+        self._mux(self.stream.encode())
+        if self.held is not None:
+            if self.shown:
+                self.held.duration = max(self.held.duration or 0, round(self.shown / self.time_base))
+            self.container.mux(self.held)
         self.container.close()

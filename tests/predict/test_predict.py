@@ -1257,6 +1257,37 @@ def test_video_gives_a_depth_video_a_stack_and_timestamps(tiny_tflite, tmp_path,
 
 
 
+@pytest.mark.parametrize("suffix", [".mp4", ".mkv"])
+def test_a_held_last_frame_and_far_apart_frames_keep_the_videos_length(tiny_tflite, tmp_path, capsys, suffix):
+    """A screen recording: frames at 10 fps, two far apart, and the last one held on screen until 6 s (its packet's
+    duration, as recorders write). The depth video ended at the last frame (1.4 s in the container's own words: with
+    B-frames an MP4 lasted until its last decoding time, and the held frame's time was lost) and the summary called
+    the whole file truncated; now it lasts the source's 6 s, every frame at its time, without that note."""
+    times = [i / 10 for i in range(10)] + [2.5, 4.0]
+    with av.open(str(tmp_path / "screen.mp4"), "w") as container:
+        stream = container.add_stream("libx264", rate=10, options={"bf": "0"})
+        stream.height, stream.width, stream.pix_fmt = 48, 64, "yuv420p"
+        stream.codec_context.time_base = Fraction(1, 1000)
+        packets = []
+        for i, t in enumerate(times):
+            frame = av.VideoFrame.from_image(photo(48, 64, seed=i)).reformat(format="yuv420p")
+            frame.pts, frame.time_base = round(t * 1000), Fraction(1, 1000)
+            packets += stream.encode(frame)
+        packets += stream.encode()
+        packets[-1].duration = 2000
+        for packet in packets:
+            container.mux(packet)
+    out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "screen.mp4", "-o", tmp_path / f"d{suffix}"])
+    assert out.startswith("12 frames, 0 skipped") and "truncated" not in out, out
+    with av.open(str(tmp_path / f"d{suffix}")) as container:
+        length = container.duration / 1e6
+        stream = container.streams.video[0]
+        shown = [float(f.time) for f in container.decode(stream)]
+    assert shown == pytest.approx(times, abs=1e-3) and length == pytest.approx(6.0, abs=0.02)
+    if suffix == ".mp4":
+        assert float(stream.duration * stream.time_base) == pytest.approx(6.0, abs=0.02)
+
+
 def test_a_video_saved_without_its_suffix_is_read_as_a_video(tiny_tflite, tmp_path, capsys):
     """A video whose name says nothing (no suffix, .bin, .download) is known by its first bytes (MP4, QuickTime,
     Matroska): it was read as an image, 'not an image format Pillow can read'. A photo without a suffix, an AVIF
