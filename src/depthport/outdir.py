@@ -190,12 +190,21 @@ def claim_output_files(outputs, taken: dict[Path, str]) -> None:
     for option, path, suffix, holds in outputs:
         if not path:
             continue
-        key = check_output_file(path, option, f"depth{suffix or Path(path).suffix}").resolve()
+        key = resolved(check_output_file(path, option, f"depth{suffix or Path(path).suffix}"))
         if key in taken:
             raise InputError(f"{option} {path} would overwrite {taken[key]}; give another file name")
         if suffix and Path(path).suffix.lower() != suffix:
             raise WrongSuffix(f"{option} {path}: {holds}; give {option} NAME{suffix}", option, Path(path), suffix)
         taken[key] = f"the {option} file"
+
+
+def resolved(path: str | os.PathLike) -> Path:
+    """``path`` absolute, its links followed: what it names, to compare with other paths. A link that loops (``b.jpg
+    -> b.jpg``, left by a broken sync) stays as named: ``Path.resolve`` raises RuntimeError for it (Python 3.11)."""
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError):
+        return Path(os.path.abspath(path))
 
 
 def check_output_file(path: str | os.PathLike, option: str, example: str) -> Path:

@@ -18,7 +18,7 @@ from .core.report_model import Units, load
 from .core.schema import ReportJson
 from .errors import NotPerInput
 from .focal import Focal, focal_px
-from .outdir import claim_output_files
+from .outdir import claim_output_files, resolved
 from .preprocess import (FOCAL_KEY, FRAMES_KEY, TURNED_KEY, Frames, InputError, letterbox_box, load_image,
                          stretch, stretch_note, to_tensor)
 from .registry import MODELS
@@ -314,8 +314,8 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
     model_path = Path(model_path)
     claim_output_files([(option, out, suffix, f"the depth is written as {suffix} (a {OUTPUT_KIND[suffix]})")
                         for option, out, suffix in (("-o", out_png, ".png"), ("--npy", out_npy, ".npy"))],
-                       {model_path.resolve(): "the model file", Path(image_path).resolve(): "the image",
-                        **({Path(prompt).resolve(): "the --prompt file"} if prompt else {})})
+                       {resolved(model_path): "the model file", resolved(image_path): "the image",
+                        **({resolved(prompt): "the --prompt file"} if prompt else {})})
     image = load_image(image_path)
     if on_frames and image.info.get(FRAMES_KEY):
         on_frames(image.info[FRAMES_KEY])

@@ -20,6 +20,7 @@ from .core.patterns import has_pattern, local_path, pattern_files, pattern_root,
 from .core.prompts import is_prompt_file
 from .errors import InputError
 from .file_kind import ARCHIVE_SUFFIXES, VIDEO_SUFFIXES, head, starts_as_video
+from .outdir import resolved
 from .preprocess import RAW_SUFFIXES, TURNED_KEY, Frames, load_image
 
 _UNSPECIFIED = 2  # FFmpeg's AVCOL_SPC_UNSPECIFIED: a video that does not name its YUV matrix
@@ -128,8 +129,8 @@ def open_files(sources: list[str]) -> Inputs:
             raise InputError(f"input not found: {path}" if not path.exists() else f"input {path} is not a file")
         if is_prompt_file(path):
             continue
-        if path.resolve() not in seen:
-            seen.add(path.resolve())
+        if resolved(path) not in seen:
+            seen.add(resolved(path))
             paths.append(path)
     root = Path(os.path.commonpath([str(p.parent.absolute()) for p in paths]))
     return _sorted_out(paths, f"{len(sources)} files", root, f"the {len(sources)} files given hold", origin="files")

@@ -33,7 +33,7 @@ from .atomic import atomic_paths
 from .core.formatting import listed
 from .errors import InputError, NotPerInput
 from .focal import photos_note
-from .outdir import WrongSuffix, check_output_file, claim_output_files
+from .outdir import WrongSuffix, check_output_file, claim_output_files, resolved
 from .predict import Predictor, turned_prompts_note, write_depth
 from .preprocess import FRAMES_KEY, STRETCH_NOTED, TURNED_KEY, stretch_note
 from .predict_inputs import Inputs, Item, first_images_note, hdr_note, passed_over, square_pixels_note
@@ -117,11 +117,11 @@ def image_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path) -> l
     _check_folders(out, npy, "image")
     stems = _stems(inputs.names)
     pairs = [(out / f"{stem}.png", npy / f"{stem}.npy" if npy is not None else None) for stem in stems]
-    taken = {file.resolve(): f"the image {file}" for file in inputs.files} | {model.resolve(): "the model file"}
+    taken = {resolved(file): f"the image {file}" for file in inputs.files} | {resolved(model): "the model file"}
     for pair in pairs:
         for option, path in zip(("-o", "--npy"), pair):
-            if path is not None and path.resolve() in taken:
-                raise InputError(f"{option} would overwrite {taken[path.resolve()]}; give another folder")
+            if path is not None and resolved(path) in taken:
+                raise InputError(f"{option} would overwrite {taken[resolved(path)]}; give another folder")
     for option, path in zip(("-o", "--npy"), pairs[0]):
         if path is not None:
             check_output_file(path, option, f"depth{path.suffix}")
@@ -150,8 +150,8 @@ def video_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path, prom
     stack = "the depth stack is written as .npy (a float32 NumPy array, frames x H x W)"
     claim_output_files([("-o", out, None, None), (named, npy, ".npy", stack),
                         ("the timestamps (beside the stack)", paths[2], None, None)],
-                       {inputs.files[0].resolve(): "the video", model.resolve(): "the model file",
-                        **({prompt.resolve(): "the --prompt stack"} if prompt else {})})
+                       {resolved(inputs.files[0]): "the video", resolved(model): "the model file",
+                        **({resolved(prompt): "the --prompt stack"} if prompt else {})})
     return paths
 
 

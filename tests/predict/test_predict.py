@@ -885,6 +885,24 @@ def test_jpeg_xl_svg_and_broken_links_are_skipped_with_what_to_do_not_passed_ove
     assert "2 images, 1 skipped (IMG_0004.jpg: image not found: " in out  # the shell's unquoted photos/*.jpg
 
 
+def test_a_link_that_loops_is_skipped_not_a_traceback(tiny_tflite, photos, tmp_path, capsys):
+    """A link that points back to itself (b.jpg -> b.jpg, left by a broken sync): Path.resolve raised RuntimeError
+    (Python 3.11) in the outputs' check, a traceback before any image, for a folder, a pattern, several files and
+    the link alone; and for a -o that is one. Now it is skipped and counted like any unreadable image, one line
+    alone, and an -o link that loops is replaced by the depth."""
+    (photos / "b2.jpg").symlink_to("b2.jpg")
+    for source in (photos, f"{photos}/*.jpg"):
+        out, err = ok(capsys, ["predict", tiny_tflite, source, "-o", tmp_path / "out"])
+        assert ", 1 skipped (b2.jpg: cannot read image " in out and "symbolic links" in out, out
+    out, _ = ok(capsys, ["predict", tiny_tflite, photos / "a.png", photos / "b2.jpg", "-o", tmp_path / "given"])
+    assert out.startswith("2 images, 1 skipped (b2.jpg: ")
+    assert main(["predict", str(tiny_tflite), str(photos / "b2.jpg"), "-o", str(tmp_path / "one.png")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / "one.png").exists()
+    (tmp_path / "loop.png").symlink_to("loop.png")
+    ok(capsys, ["predict", tiny_tflite, photos / "a.png", "-o", tmp_path / "loop.png"])
+    assert not (tmp_path / "loop.png").is_symlink() and Image.open(tmp_path / "loop.png").size == (50, 34)
+
+
 def test_a_file_no_decoder_reads_says_what_it_holds_and_what_to_do(tiny_tflite, photos, tmp_path, capsys):
     """What people hand over in place of a photo is named by its first bytes, alone, in a folder, in a pattern and
     in verification's --images: an archive a phone or a cloud download made (ZIP, tar.gz), a web page saved under
