@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import signal
 import tempfile
 import threading
 from pathlib import Path
 
-from .errors import InputError
+from .errors import InputError, disk_full
 
 
 @contextlib.contextmanager
@@ -46,7 +45,7 @@ def _temporary(final: Path) -> tuple[int, str]:
     try:
         return tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
     except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT) or not exc.strerror:
+        if disk_full(exc) or not exc.strerror:
             raise
         raise InputError(f"cannot write {final}: {exc.strerror}") from None
 

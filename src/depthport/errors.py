@@ -3,6 +3,8 @@ the one-line text of any error for a report."""
 
 from __future__ import annotations
 
+import errno
+
 
 class InputError(ValueError):
     """Bad user input: shown as one line, exit status 2."""
@@ -36,6 +38,11 @@ def require_utf8_path(path, what: str) -> None:
     except UnicodeEncodeError:
         raise InputError(f"{what} {utf8_text(path)}: the path is not valid UTF-8, and the runtimes' native code "
                          "takes UTF-8 paths only; rename it or give another one") from None
+
+
+def disk_full(exc: OSError) -> bool:
+    """Whether ``exc`` says the disk (or the user's quota) has no room left."""
+    return exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def error_text(exc: BaseException) -> str:

@@ -281,12 +281,15 @@ def turned_prompts_note(names: list[str] | None = None, video: bool = False) -> 
 
 def write_depth(depth: np.ndarray, picture: Image.Image, out_png: str | Path, out_npy: str | Path | None) -> None:
     """The PNG (and the .npy, float32) written together or not at all: each is renamed into place only once both
-    are written."""
+    are written. The .npy's data goes through Python's own write, whose error on a full disk says so (ENOSPC):
+    ``np.save`` writes with the C library's, whose OSError has no errno ('120000 requested and 59360 written')."""
     with atomic_paths(*[out for out in (out_png, out_npy) if out]) as temps:
         picture.save(temps[0], format="PNG")
         if out_npy:
+            values = np.ascontiguousarray(depth, dtype="<f4")
             with open(temps[1], "wb") as fh:
-                np.save(fh, depth.astype(np.float32))
+                np.lib.format.write_array_header_1_0(fh, np.lib.format.header_data_from_array_1_0(values))
+                fh.write(memoryview(values).cast("B"))
 
 
 def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path, out_npy: str | Path | None = None,

@@ -32,7 +32,7 @@ from depthport.atomic import atomic_paths, sigint_deferred
 from depthport.cli import main
 from depthport.core.images import folder_set
 from depthport.errors import InputError
-from depthport.predict import Predictor
+from depthport.predict import Predictor, write_depth
 from depthport.predict_inputs import open_inputs
 from depthport.preprocess import FOCAL_KEY, TURNED_KEY, letterbox_box, load_image
 from depthport.quiet import native_stderr_muted
@@ -1447,6 +1447,26 @@ def test_a_video_whose_stack_the_disk_cannot_hold_is_refused_and_a_full_disk_lea
     err = capsys.readouterr().err.strip()
     assert err.startswith("depthport predict: error: no space left on the disk writing ") and len(err.splitlines()) == 1
     assert "outputs are written whole or not at all" in err and list(out.iterdir()) == []
+
+
+def test_a_depth_npy_that_does_not_fit_fails_with_its_errno_and_leaves_nothing(tmp_path):
+    """A full disk while writing a photo's --npy gave a traceback: np.save writes with the C library, whose OSError
+    has no errno ('120000 requested and 59360 written'), so the one line for a full disk (ENOSPC) never showed. Its
+    data now goes through Python's write, whose error has the errno; here a file-size limit stands in for the full
+    disk (EFBIG), in a child process. The pair is written whole or not at all."""
+    import errno
+
+    script = ("import resource, signal, sys; import numpy as np; from PIL import Image; "
+              "from depthport.predict import write_depth; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+              "resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000)); out = sys.argv[1]\n"
+              "try:\n    write_depth(np.ones((100, 100)), Image.new('RGB', (10, 10)), out + '/d.png', out + '/d.npy')\n"
+              "except OSError as exc:\n    print(exc.errno)")
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert run.stdout.strip() == str(errno.EFBIG), run.stdout + run.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []
+    write_depth(np.arange(12, dtype=np.float64).reshape(3, 4), Image.new("RGB", (4, 3)), tmp_path / "d.png",
+                tmp_path / "d.npy")
+    assert np.array_equal(np.load(tmp_path / "d.npy"), np.arange(12, dtype=np.float32).reshape(3, 4))
 
 
 def test_a_truncated_video_says_where_it_ends_against_its_header(tiny_tflite, tmp_path, capsys):

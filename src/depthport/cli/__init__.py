@@ -4,12 +4,12 @@ serve). Layer 7, the top: may import every stage; nothing imports cli."""
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import sys
 
 from .. import quiet
 from ..core.provenance import command_line
+from ..errors import disk_full
 from . import bench, card, check, export, models, predict, serve, verify
 
 COMMANDS = {"models": models, "export": export, "predict": predict, "check": check, "verify": verify,
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"depthport {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        if args.debug or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if args.debug or not disk_full(exc):
             raise
         where = f" writing {exc.filename}" if exc.filename else ""
         print(f"depthport {args.command}: error: no space left on the disk{where} ({exc.strerror}); what was being "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, disk_full
 from .common import (accelerator_options, add_accelerator_args, add_threads, console, model_file_missing,
                      status_console)
 from .progress import item_progress
@@ -154,7 +154,7 @@ def _one(args, image: Path, out: Path, options: dict) -> int:
                             on_focal=lambda f35, size: notes.append(f"; {photo_note(f35, size)}"),
                             on_frames=lambda many: notes.append(f"; {first_of(many)}"),
                             on_note=lambda note: notes.append(f"; {note}"), **options)
-        except (InputError, KeyboardInterrupt) as exc:
+        except (InputError, KeyboardInterrupt, OSError) as exc:
             raise _let_go(exc) from None
     units = output_units(Path(args.file))
     unit = " m" if units and units.metric else ""
@@ -282,17 +282,19 @@ def _with_predictor(args, work, **kwargs) -> None:
         try:
             predictor = Predictor(Path(args.file), **kwargs)  # a refusal in it holds the loaded file in its frame
             work(predictor)
-        except (InputError, KeyboardInterrupt) as exc:
+        except (InputError, KeyboardInterrupt, OSError) as exc:
             raise _let_go(exc) from None
         finally:
             predictor = None
 
 
 def _let_go(exc: BaseException) -> BaseException:
-    """``exc`` (an InputError or a Ctrl-C), to be raised again without the frames that hold a loaded model (a
-    prompt refused after the model loaded holds it in ``predict``'s frame): the model is torn down where this is
-    raised, in the caller's muted block, not after the error line is printed, where LiteRT's teardown lines
-    trailed it."""
+    """``exc`` (an InputError, a Ctrl-C or a full disk), to be raised again without the frames that hold a loaded
+    model (a prompt refused after the model loaded holds it in ``predict``'s frame): the model is torn down where
+    this is raised, in the caller's muted block, not after the error line is printed, where LiteRT's teardown lines
+    trailed it. Any other OSError keeps its traceback."""
+    if isinstance(exc, OSError) and not disk_full(exc):
+        return exc
     exc.__context__ = None  # an exception it interrupted (Pillow's own, inside a save) holds the frames too
     return exc.with_traceback(None)
 
