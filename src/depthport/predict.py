@@ -303,9 +303,10 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
     colourised depth as a PNG of the same size (with a colour-bar legend in metres inside it for a metric model) and, with
     ``out_npy``, the depth as float32 .npy.
 
-    ``focal`` is the camera's focal length in pixels of the image (or a ``Focal``: 26 mm in 35 mm terms), which models whose metres need it (Depth Anything 3
-    Metric) take from the photo's EXIF when it is None (``focal.focal_35mm``; an InputError where it has none;
-    ``on_focal(f35_mm, (W, H))`` is told what was used), and others refuse. ``on_frames(frames)`` is told when the
+    ``focal`` is the camera's focal length in pixels of the image (or a ``focal.Focal``: 26 mm in 35 mm terms),
+    which models whose metres need it (Depth Anything 3 Metric) take from the photo's EXIF when it is None
+    (``focal.focal_35mm``; an InputError where it has none; ``on_focal(f35_mm, (W, H))`` is told what was used), and
+    others refuse. ``on_frames(frames)`` is told when the
     image is an animation or a multi-page TIFF (its first frame or page is used), ``on_note(note)`` when the input
     stretches the image's aspect more than ``preprocess.STRETCH_NOTED``, and when a prompted file's photo was turned
     upright by its EXIF orientation (``turned_prompts_note``). ``prompt`` is the prompt depth file

@@ -90,7 +90,8 @@ def load_image(path: str | Path) -> Image.Image:
       colour) is composited onto white: pixels a viewer shows as see-through get one defined colour, whatever
       colour values the file keeps under alpha 0.
     - 16-bit greyscale (I;16*: PNG, TIFF) is read at its full range, as viewers show it and as Pillow reads
-      16-bit RGB: the high byte of each sample (a transparent grey level becomes alpha).
+      16-bit RGB: the high byte of each sample (a transparent grey level becomes alpha). So is a Netpbm greyscale
+      file (PGM, PNM) of maxval above 255 (10-, 12-, 16-bit), which Pillow reads as I scaled to 0..65535.
     - Up to ``MAX_PIXELS`` (268 megapixels: a phone's 200-megapixel photo is read); a larger image is refused
       with a clear line from its header, before anything is decoded.
     - Camera RAW files (``RAW_SUFFIXES``) are refused with a clear line: a viewer develops them, Pillow would
@@ -99,8 +100,8 @@ def load_image(path: str | Path) -> Image.Image:
       it is (``file_kind``: an archive, a PDF, a web page saved in place of a photo, a Git LFS pointer, ...).
     - The EXIF 35 mm-equivalent focal length, where the file has one, is kept in ``info[FOCAL_KEY]`` (mm): the
       metres of models that need the focal length come from it when ``--focal`` is not given.
-    - 32-bit integer (I) and float (F) images are refused with a clear line: viewers agree on no mapping of their
-      values to 8-bit RGB (full range? 0..1? a depth map?), so they must be converted to 8 bits first.
+    - Other 32-bit integer (I) and float (F) images are refused with a clear line: viewers agree on no mapping of
+      their values to 8-bit RGB (full range? 0..1? a depth map?), so they must be converted to 8 bits first.
     """
     path = Path(path)
     if path.is_dir():
@@ -122,7 +123,8 @@ def load_image(path: str | Path) -> Image.Image:
                                  f"megapixels, above the {MAX_PIXELS / 1e6:.0f} depthport reads; downscale it first")
             frames = _more_images(img)
             img.load()
-            if img.mode in ("I", "F"):
+            netpbm_wide = img.format == "PPM" and img.mode == "I"  # a PGM of maxval > 255, at 0..65535
+            if img.mode in ("I", "F") and not netpbm_wide:
                 what = "a floating-point" if img.mode == "F" else "a 32-bit or signed integer"
                 raise InputError(f"unsupported image mode {img.mode!r} in {path}: {what} greyscale image has no "
                                  "defined mapping to 8-bit RGB; convert it to 8 bits first")
@@ -130,7 +132,8 @@ def load_image(path: str | Path) -> Image.Image:
             white_is_zero = img.format == "TIFF" and img.tag_v2.get(262) == 0  # Photometric: WhiteIsZero
             turned = img.info.get("original_orientation") or img.getexif().get(0x0112)  # pi-heif turned a HEIC
             img = ImageOps.exif_transpose(img)
-            rgb = _to_rgb(_grey_8bit(img, white_is_zero) if img.mode.startswith("I;16") else img, path)
+            wide_grey = netpbm_wide or img.mode.startswith("I;16")
+            rgb = _to_rgb(_grey_8bit(img, white_is_zero) if wide_grey else img, path)
             if f35:
                 rgb.info[FOCAL_KEY] = f35
             if frames:
