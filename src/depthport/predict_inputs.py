@@ -61,6 +61,7 @@ class Inputs:
     sar: Fraction | None = None  # a video's sample aspect ratio where its pixels are not square (HDV, AVCHD, DV)
     hdr: str | None = None  # a video's HDR transfer ("HLG", "PQ"): its frames are tone-mapped (``tone_map``)
     videos: list[str] = field(default_factory=list)  # videos beside images in a folder or pattern, passed over
+    stills: list[str] = field(default_factory=list)  # images beside more videos in a folder or pattern, passed over
     others: list[str] = field(default_factory=list)  # files of a folder or pattern not named like images (.json, .zip)
     folders: list[str] = field(default_factory=list)  # a folder's subfolders, not searched (a trip's day1/, day2/)
     origin: str = ""  # for "images" and "videos": "folder", "pattern" or "files" (several given one by one)
@@ -84,8 +85,9 @@ def open_inputs(source: str | Path) -> Inputs:
     """The inputs ``source`` names: an existing folder (its images, as ``core.images.folder_contents`` lists them,
     not recursive, and its camera RAW files without a JPEG beside them), a video (``_is_video``: by its suffix, or by
     its first bytes where its name says nothing), a quoted glob pattern (every file it matches, ``**`` recursive,
-    sorted by path), else one image. Videos beside images in a folder or matching a pattern are passed over
-    (``Inputs.videos``: the summary names them); a folder or pattern with videos and no image is its videos. A
+    sorted by path), else one image. A folder or pattern is its images, or its videos where it holds more videos
+    than images (``_kind``); the other kind is passed over (``Inputs.videos``, ``Inputs.stills``: the summary names
+    them). A
     folder's or a pattern's files not named like images are passed over (``Inputs.others``: Google Takeout's .json
     and the iPhone's .AAE sidecars, archives; a pattern's file with no suffix is tried). A pattern matching nothing,
     a folder or pattern with neither image nor video, or a video that cannot be opened is an InputError. A leading
@@ -145,10 +147,18 @@ def _sorted_out(files: list[Path], source: str, root: Path, what: str, origin: s
         archives = archives_note([p.name for p in others if p.suffix.lower() in ARCHIVE_SUFFIXES])
         raise InputError(f"{what} no file named like an image or a video: {others_named(others)}"
                          f"{'; ' + archives if archives else ''}")
-    inputs = Inputs("images" if images else "videos", source, images or videos, root=root, origin=origin)
-    inputs.videos = inputs.relative(videos) if images else []
+    kind = _kind(images, videos)
+    inputs = Inputs(kind, source, images if kind == "images" else videos, root=root, origin=origin)
+    inputs.videos, inputs.stills = (inputs.relative(videos), []) if kind == "images" else ([], inputs.relative(images))
     inputs.others = inputs.relative(others)
     return inputs
+
+
+def _kind(images: list, videos: list) -> str:
+    """What a folder or pattern holding ``images`` and ``videos`` is: its images (a phone's Live Photos, a .MOV
+    beside each still, are its stills), or its videos where they are more (a folder of clips with a poster JPEG or a
+    GIF in it: that one image was predicted and every clip passed over)."""
+    return "videos" if len(videos) > len(images) else "images"
 
 
 def _maybe_image(path: Path) -> bool:
@@ -163,18 +173,24 @@ def _open_folder(path: Path, text: str) -> Inputs:
     Its subfolders are not searched, and the summary names them with the pattern that reads them."""
     contents = folder_contents(path)
     videos, others = [p.name for p in contents.videos], [p.name for p in contents.archives + contents.others]
-    if not contents.images:
-        if not videos:
-            raise no_images(path, contents)
+    if not contents.images and not videos:
+        raise no_images(path, contents)
+    if _kind(contents.images, videos) == "videos":
         others += [p.name for p in contents.raws]
         return Inputs("videos", text, [path / name for name in videos], root=path, folders=contents.folders,
-                      others=sorted(others), origin="folder")
+                      others=sorted(others), stills=[p.name for p in contents.images], origin="folder")
     return Inputs("images", text, sorted(contents.images + contents.raws), root=path, videos=videos,
                   others=sorted(others), folders=contents.folders, origin="folder")
 
 
-def _videos(names: list[str]) -> str:
-    return listed("video", names)
+def _on_their_own(names: list[str]) -> str:
+    return "give them on their own" if len(names) > 1 else "give it on its own"
+
+
+def _patterns(root: Path, names: list[str]) -> str:
+    """"'clips/*.mp4'" or "'clips/*.mp4', 'clips/*.mov'": a pattern for each suffix of ``names``, in their order."""
+    suffixes = dict.fromkeys(Path(name).suffix for name in names)
+    return ", ".join(f"'{root / ('*' + suffix)}'" for suffix in suffixes)
 
 
 def first_of(frames: Frames) -> str:
@@ -196,8 +212,12 @@ def first_images_note(read: list[tuple[str, Frames]]) -> str:
 def passed_over(inputs: Inputs) -> str:
     """The summary's note on what a folder or pattern held beside its images and was not read; "" for nothing."""
     where = {"folder": "in the folder", "files": "among the files given"}.get(inputs.origin, "matching the pattern")
-    notes = [f"{_videos(inputs.videos)} {where} passed over: give them on their own, one video or a pattern of "
-             f"videos ('{inputs.root / ('*' + Path(inputs.videos[0]).suffix)}')"] if inputs.videos else []
+    notes = [f"{listed('video', inputs.videos)} {where} passed over: {_on_their_own(inputs.videos)}, one "
+             f"video or a pattern of videos ({_patterns(inputs.root, inputs.videos)})"] if inputs.videos else []
+    if inputs.stills:
+        notes.append(f"{listed('image', inputs.stills)} {where} passed over (more are videos): "
+                     f"{_on_their_own(inputs.stills)}, one image or a pattern of images "
+                     f"({_patterns(inputs.root, inputs.stills)})")
     archives = [name for name in inputs.others if Path(name).suffix.lower() in ARCHIVE_SUFFIXES]
     if others := [name for name in inputs.others if name not in archives]:
         notes.append(f"{others_named(others)} {where} passed over, not named like "

@@ -1026,6 +1026,32 @@ def test_videos_in_a_folder_of_photos_are_passed_over_and_named(tiny_tflite, pho
         "IMG_0001.AAE"]
 
 
+def test_a_folder_of_more_videos_than_images_is_its_videos(tiny_tflite, tmp_path, capsys):
+    """A folder of clips with a poster JPEG and a GIF in it: the two images were predicted and every clip passed over
+    (a folder took its images whenever it held one). A folder or pattern is now its videos where they are more, the
+    images named as passed over with the pattern that reads them; a tie (a Live Photo's still and .MOV) stays its
+    images. The advice names a pattern for each suffix (one for .mp4 missed the .mov and the .mkv)."""
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    for name in ("a.mp4", "b.mov", "c.mkv"):
+        make_video(clips / name, 2)
+    photo().save(clips / "poster.jpg")
+    photo().save(clips / "loop.gif", save_all=True, append_images=[photo(seed=1)])
+    out, _ = ok(capsys, ["predict", tiny_tflite, clips, "-o", tmp_path / "depth"])
+    lines = out.strip().splitlines()
+    assert lines[-1].startswith("3 videos, 0 skipped, 6 frames at ") and (
+        f"; 2 images (loop.gif, poster.jpg) in the folder passed over (more are videos): give them on their own, one "
+        f"image or a pattern of images ('{clips}/*.gif', '{clips}/*.jpg')" in lines[-1]), out
+    assert sorted(p.name for p in (tmp_path / "depth").glob("*.mp4")) == ["a.mp4", "b.mp4", "c.mp4"]
+    out, _ = ok(capsys, ["predict", tiny_tflite, f"{clips}/*", "-o", tmp_path / "pattern"])
+    assert "3 videos, 0 skipped" in out and "2 images (loop.gif, poster.jpg) matching the pattern passed over" in out
+    (clips / "c.mkv").unlink()
+    out, _ = ok(capsys, ["predict", tiny_tflite, clips, "-o", tmp_path / "tie"])
+    assert out.startswith("2 images, 0 skipped") and (
+        f"2 videos (a.mp4, b.mov) in the folder passed over: give them on their own, one video or a pattern of videos "
+        f"('{clips}/*.mp4', '{clips}/*.mov')" in out), out
+
+
 def test_a_folder_or_pattern_of_videos_gives_each_its_depth_video(tiny_tflite, tmp_path, capsys):
     """A folder of clips: for each video, in its own bar, the depth video, stack and timestamps of predicting it
     alone, named after it in the -o folder (two videos of one name keep their suffixes); a video that cannot be
@@ -1073,7 +1099,7 @@ def test_several_files_given_one_by_one_are_taken_as_a_patterns_matches(tiny_tfl
              photos / "a.jpg"]
     out, _ = ok(capsys, ["predict", tiny_tflite, *given, "-o", tmp_path / "out"])
     assert out.startswith("3 images, 0 skipped, ")
-    assert "; 1 video (clip.mp4) among the files given passed over: give them on their own" in out
+    assert "; 1 video (clip.mp4) among the files given passed over: give it on its own" in out
     assert "1 other file (.txt) among the files given passed over, not named like images" in out
     written = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*.png"))
     assert written == ["photos/a.png", "photos/c.png", "photos/sub/d.png"]
