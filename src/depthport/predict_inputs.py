@@ -64,6 +64,7 @@ class Inputs:
     stills: list[str] = field(default_factory=list)  # images beside more videos in a folder or pattern, passed over
     others: list[str] = field(default_factory=list)  # files of a folder or pattern not named like images (.json, .zip)
     folders: list[str] = field(default_factory=list)  # a folder's subfolders, not searched (a trip's day1/, day2/)
+    outputs: list[str] = field(default_factory=list)  # files in the output folder inside it, passed over (``outside``)
     origin: str = ""  # for "images" and "videos": "folder", "pattern" or "files" (several given one by one)
 
     @property
@@ -166,6 +167,28 @@ def _maybe_image(path: Path) -> bool:
     return not path.suffix or named_like_image(path) or path.suffix.lower() in RAW_SUFFIXES
 
 
+def outside(inputs: Inputs, folder: Path) -> Inputs:
+    """``inputs`` without the files in the output ``folder`` where that is inside its folder or pattern (``-o
+    photos/depth``, or the default ``depth/`` in the photos' own folder): an earlier run's depth maps are not read as
+    photos (the next run refused, as overwriting 'the image depth/a.png'), and the folder is not named as one to
+    search. What was left out is in ``Inputs.outputs``, for the summary. An output folder that is the input's own
+    folder takes nothing out: its files are the inputs."""
+    out = resolved(folder)
+    if inputs.root is None or out == resolved(inputs.root):
+        return inputs
+
+    def inside(name: str) -> bool:
+        return out in resolved(inputs.root / name).parents
+
+    names = inputs.names
+    inputs.outputs = [name for name in names if inside(name)]
+    inputs.files = [file for file, name in zip(inputs.files, names) if not inside(name)]
+    inputs.videos, inputs.stills, inputs.others = ([name for name in kept if not inside(name)]
+                                                   for kept in (inputs.videos, inputs.stills, inputs.others))
+    inputs.folders = [name for name in inputs.folders if resolved(inputs.root / name) != out]
+    return inputs
+
+
 def _open_folder(path: Path, text: str) -> Inputs:
     """A folder's images (``folder_contents``), with its camera RAW files that have no JPEG beside them, which are
     skipped with what to do, as a pattern's are; its videos (a phone's Live Photo .MOV beside each .HEIC), archives
@@ -226,6 +249,8 @@ def passed_over(inputs: Inputs) -> str:
         notes.append(archives_note(archives))
     if inputs.folders:
         notes.append(subfolders_advice(Path(inputs.source), inputs.folders))
+    if inputs.outputs:
+        notes.append(f"{listed('file', inputs.outputs)} in the output folder passed over (earlier outputs)")
     return "; ".join(notes)
 
 

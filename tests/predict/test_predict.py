@@ -1026,6 +1026,25 @@ def test_videos_in_a_folder_of_photos_are_passed_over_and_named(tiny_tflite, pho
         "IMG_0001.AAE"]
 
 
+def test_an_output_folder_inside_the_input_is_not_read_again(tiny_tflite, photos, tmp_path, capsys, monkeypatch):
+    """`predict m 'trip/**/*' -o trip/depth` twice: the second run read the first one's depth PNGs as photos and was
+    refused ('-o would overwrite the image trip/depth/a.png'), so the command could never be repeated; in the
+    photos' own folder with the default output, the summary advised the pattern '**/*', which that refusal met.
+    The output folder's files are now passed over and counted in the summary, and it is not named as a folder to
+    search; an output folder that is the input folder itself takes nothing out."""
+    for _ in range(2):
+        out, _ = ok(capsys, ["predict", tiny_tflite, f"{photos}/**/*", "-o", photos / "depth"])
+    assert out.startswith("5 images, 0 skipped") and ("; 5 files (depth/a.jpg.png, depth/a.png.png, depth/b.png, "
+                                                      "...) in the output folder passed over") in out, out
+    monkeypatch.chdir(photos)
+    out, _ = ok(capsys, ["predict", tiny_tflite, "."])
+    assert out.startswith("4 images, 0 skipped") and "(sub) in the folder not searched" in out
+    assert "depth" not in out.split("; wrote")[0], out
+    out, _ = ok(capsys, ["predict", tiny_tflite, "**/*"])
+    assert out.startswith("5 images, 0 skipped") and "in the output folder passed over" in out
+    assert sorted(p.name for p in (photos / "depth").iterdir()) == ["a.jpg.png", "a.png.png", "b.png", "c.png", "sub"]
+
+
 def test_a_folder_of_more_videos_than_images_is_its_videos(tiny_tflite, tmp_path, capsys):
     """A folder of clips with a poster JPEG and a GIF in it: the two images were predicted and every clip passed over
     (a folder took its images whenever it held one). A folder or pattern is now its videos where they are more, the

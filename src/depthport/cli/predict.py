@@ -68,7 +68,7 @@ def _focal(text: str):
 
 def run(args) -> int:
     from ..predict import export_report
-    from ..predict_inputs import open_files, open_inputs
+    from ..predict_inputs import open_files, open_inputs, outside
     from ..runtimes.base import SUFFIXES
 
     models = [source for source in args.image if Path(source).suffix in SUFFIXES]
@@ -88,6 +88,8 @@ def run(args) -> int:
         raise InputError("--prompt goes with one image (its prompt depth map) or one video (an .npy stack of one per "
                          "frame); give each video on its own with its stack")
     out = Path(args.output or DEFAULT_OUTPUT[inputs.kind])
+    if inputs.kind in ("images", "videos"):
+        inputs = outside(inputs, out)
     if inputs.kind == "image":
         code = _one(args, inputs.files[0], out, options)
     else:
