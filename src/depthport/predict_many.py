@@ -113,15 +113,21 @@ def _stems(names: list[str]) -> list[str]:
 
 def image_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path) -> list[tuple[Path, Path | None]]:
     """(PNG, .npy or None) for each image of ``inputs``, checked before any work: ``out`` (and ``npy``) must be
-    folders or not exist yet, and no output may overwrite an input or the model file."""
+    folders or not exist yet, and no output may overwrite an input or the model file, or be a folder (one there
+    already, or one that another output goes into: 'a.png/x.jpg' beside 'a.jpg')."""
     _check_folders(out, npy, "image")
     stems = _stems(inputs.names)
     pairs = [(out / f"{stem}.png", npy / f"{stem}.npy" if npy is not None else None) for stem in stems]
     taken = {resolved(file): f"the image {file}" for file in inputs.files} | {resolved(model): "the model file"}
-    for pair in pairs:
-        for option, path in zip(("-o", "--npy"), pair):
-            if path is not None and resolved(path) in taken:
-                raise InputError(f"{option} would overwrite {taken[resolved(path)]}; give another folder")
+    files = {path: name for pair, name in zip(pairs, inputs.names) for path in pair if path is not None}
+    for option, path in ((option, path) for pair in pairs for option, path in zip(("-o", "--npy"), pair) if path):
+        if resolved(path) in taken:
+            raise InputError(f"{option} would overwrite {taken[resolved(path)]}; give another folder")
+        if path.is_dir():
+            raise InputError(f"{option} {path}, the depth of {files[path]}, is a folder; give another folder")
+        if clash := next((folder for folder in path.parents if folder in files), None):
+            raise InputError(f"{option} {clash} would be both the depth of {files[clash]} and the folder of "
+                             f"{files[path]}'s; give another folder, or rename one of them")
     for option, path in zip(("-o", "--npy"), pairs[0]):
         if path is not None:
             check_output_file(path, option, f"depth{path.suffix}")

@@ -1026,6 +1026,23 @@ def test_videos_in_a_folder_of_photos_are_passed_over_and_named(tiny_tflite, pho
         "IMG_0001.AAE"]
 
 
+def test_an_output_that_is_a_folder_is_refused_before_any_work(tiny_tflite, photos, tmp_path, capsys):
+    """A folder named like an image ('a.png/x.jpg' beside 'a.jpg', read by a recursive pattern) made one output both
+    a file and a folder: FileExistsError, a traceback mid-way, the rest of the folder not done; so did a folder
+    already in the output folder under an output's name. Both are one line now, before any work."""
+    (photos / "a.jpg.png").mkdir()  # beside a.jpg and a.png, whose outputs keep their suffixes: a.jpg.png
+    photo().save(photos / "a.jpg.png" / "x.jpg")
+    assert main(["predict", str(tiny_tflite), f"{photos}/**/*", "-o", str(tmp_path / "out")]) == 2
+    assert (f"-o {tmp_path / 'out' / 'a.jpg.png'} would be both the depth of a.jpg and the folder of a.jpg.png/x.jpg's; "
+            "give another folder, or rename one of them") in capsys.readouterr().err
+    shutil.rmtree(photos / "a.jpg.png")
+    (tmp_path / "out" / "b.png").mkdir(parents=True)
+    assert main(["predict", str(tiny_tflite), str(photos), "-o", str(tmp_path / "out")]) == 2
+    assert f"-o {tmp_path / 'out' / 'b.png'}, the depth of b.jpg, is a folder; give another folder" in \
+        capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["b.png"]
+
+
 def test_an_output_folder_inside_the_input_is_not_read_again(tiny_tflite, photos, tmp_path, capsys, monkeypatch):
     """`predict m 'trip/**/*' -o trip/depth` twice: the second run read the first one's depth PNGs as photos and was
     refused ('-o would overwrite the image trip/depth/a.png'), so the command could never be repeated; in the
