@@ -40,10 +40,17 @@ def atomic_path(final: str | os.PathLike):
 
 
 def _temporary(final: Path) -> tuple[int, str]:
-    """A new temporary file beside ``final``; where none can be made there (a folder that is read-only, or takes no
-    files, as /proc), an InputError naming ``final``, not the temporary name the user never gave."""
+    """A new temporary file beside ``final``, named after it: '.NAME.' + 8 random characters + '.part', NAME cut
+    where the whole would pass the longest name the folder takes (a photo named in 80 Japanese characters is legal,
+    and its temporary name was not). Where none can be made there (a folder that is read-only, or takes no files,
+    as /proc), an InputError naming ``final``, not the temporary name the user never gave."""
     try:
-        return tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
+        longest = os.pathconf(final.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        longest = 255
+    name = final.name.encode("utf-8", "surrogateescape")[:max(longest - 15, 1)].decode("utf-8", "ignore")
+    try:
+        return tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=final.parent)
     except OSError as exc:
         if disk_full(exc) or not exc.strerror:
             raise

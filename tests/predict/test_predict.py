@@ -1026,6 +1026,22 @@ def test_videos_in_a_folder_of_photos_are_passed_over_and_named(tiny_tflite, pho
         "IMG_0001.AAE"]
 
 
+def test_a_photo_with_a_name_near_the_longest_is_written(tiny_tflite, tmp_path, capsys):
+    """A photo named in 80 Japanese characters (248 bytes of a 255-byte limit) is legal, and so is its depth's name;
+    the temporary file beside it (15 bytes more) was not: 'File name too long', and the folder stopped there."""
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    long = "東京タワー" * 16 + "_night"  # 246 bytes in UTF-8
+    for name in ("a.jpg", f"{long}.jpg", "z.jpg"):
+        photo().save(folder / name)
+    out, _ = ok(capsys, ["predict", tiny_tflite, folder, "-o", tmp_path / "out", "--npy"])
+    assert out.startswith("3 images, 0 skipped")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        f"{stem}{suffix}" for stem in ("a", long, "z") for suffix in (".npy", ".png"))
+    ok(capsys, ["predict", tiny_tflite, folder / f"{long}.jpg", "-o", tmp_path / "one" / f"{long}.png"])
+    assert [p.name for p in (tmp_path / "one").iterdir()] == [f"{long}.png"]
+
+
 def test_an_output_that_is_a_folder_is_refused_before_any_work(tiny_tflite, photos, tmp_path, capsys):
     """A folder named like an image ('a.png/x.jpg' beside 'a.jpg', read by a recursive pattern) made one output both
     a file and a folder: FileExistsError, a traceback mid-way, the rest of the folder not done; so did a folder
