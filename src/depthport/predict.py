@@ -238,9 +238,9 @@ class Predictor:
     def metric(self) -> bool:
         return bool(self.units and self.units.metric)
 
-    def depth(self, image: Image.Image, extra: tuple | None = None) -> np.ndarray:
-        """Depth (H, W) of an RGB image: at the image's size, or the model's with ``model_size``; metres for a
-        metric model. ``extra``: this image's prompt (``prompt_beside``), else the one given at load."""
+    def depth(self, image: Image.Image, extra: tuple | None = None, hw: tuple[int, ...] | None = None) -> np.ndarray:
+        """Depth (H, W) of an RGB image: at the image's size (or ``hw``), or the model's with ``model_size``; metres
+        for a metric model. ``extra``: this image's prompt (``prompt_beside``), else the one given at load."""
         if self.focal is not None:
             focal = self.focal.px(image.size)
         elif (focal := photo_focal(self.units, image, self.model_path)) is not None:
@@ -250,7 +250,7 @@ class Predictor:
             x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
         raw = depth_map(self.runner.run(x, *(self.extra if extra is None else extra)), self.model_path.name)
         depth = to_metres(raw, self.units, focal, image.size, self.letterbox)
-        return depth if self.model_size else photo_size(depth, (image.height, image.width), self.letterbox)
+        return depth if self.model_size else photo_size(depth, hw or (image.height, image.width), self.letterbox)
 
     def stretched(self, size_wh: tuple[int, int]) -> float:
         """How far the file's input stretches a (W, H) picture's aspect (1 with ``letterbox``, which keeps it)."""

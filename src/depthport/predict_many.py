@@ -59,6 +59,7 @@ class Tally:
     stretched: list[str] = field(default_factory=list)  # the inputs the file's input stretched (``STRETCH_NOTED``)
     most: tuple[float, tuple[int, int]] = (1.0, (1, 1))  # the largest stretch and that input's (W, H)
     not_finite: list[str] = field(default_factory=list)  # the inputs whose depth has NaN or infinite values
+    resized: list[tuple[str, tuple[int, int]]] = field(default_factory=list)  # a video's frames of another size, (W, H)
 
     def skip(self, item: Item, error: str) -> None:
         self.skipped.append((item.name, error))
@@ -162,21 +163,22 @@ def video_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path, prom
 
 
 def _depth(predictor: Predictor, item: Item, tally: Tally, shape: tuple[int, ...] | None = None):
-    """The item's depth, or None when it is skipped (the reason goes into ``tally``)."""
+    """The item's depth, or None when it is skipped (the reason goes into ``tally``). ``shape``: a video's stack's
+    (H, W), the first frame's: a frame of another size (a stream whose resolution changes) gets its depth at that
+    size, and ``tally.resized`` names it."""
     depth, error = None, item.error or "unreadable"
     if item.image is not None:
         try:
             extra = (predictor.prompt_beside(item.path) if predictor.prompts_beside and item.path else
                      predictor.prompt_frame(item.index) if predictor.prompt_frames is not None else None)
-            depth = predictor.depth(item.image, extra)
+            depth = predictor.depth(item.image, extra, shape)
         except NotPerInput:  # the file or an option, not this input: every input would be skipped for it
             raise
         except InputError as exc:
             error = str(exc)
-    if depth is not None and shape is not None and depth.shape != shape:
-        h, w = depth.shape
-        depth, error = None, (f"its size is {w}x{h}, the first frame's {shape[1]}x{shape[0]} (a stack holds one size: "
-                              "--model-size keeps every frame at the model's)")
+    if depth is not None and shape is not None and item.image.size != (shape[1], shape[0]) and not \
+            predictor.model_size:
+        tally.resized.append((item.name, item.image.size))
     if depth is None:
         tally.skip(item, error)
     else:
@@ -186,6 +188,16 @@ def _depth(predictor: Predictor, item: Item, tally: Tally, shape: tuple[int, ...
             tally.stretched.append(item.name)
             tally.most = max(tally.most, (factor, item.image.size))
     return depth
+
+
+def resized_note(tally: Tally, shape: tuple[int, ...] | None) -> str:
+    """The summary's note on a video's frames whose size is not the first frame's (``_depth``); "" for none."""
+    if not tally.resized:
+        return ""
+    (first, (w, h)), sizes = tally.resized[0], sorted({f"{w}x{h}" for _, (w, h) in tally.resized})
+    return (f"{len(tally.resized)} frames from {first} on are {', '.join(sizes)}, not the first frame's "
+            f"{shape[1]}x{shape[0]}: their depth is resized to it (a stack holds one size; --model-size keeps every "
+            "frame at the model's)")
 
 
 def stretched_note(tally: Tally, predictor: Predictor) -> str:
@@ -256,7 +268,8 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
             if predictor.metric:
                 tally.notes.append(_on_one_scale(video, predictor, fh, spans, times, on_colour))
         early = ends_early(inputs, last, shown)
-        tally.notes += [early, hdr_note(inputs), square_pixels_note(inputs), stretched_note(tally, predictor),
+        tally.notes += [early, hdr_note(inputs), square_pixels_note(inputs), resized_note(tally, stack.shape),
+                        stretched_note(tally, predictor),
                         _unused_prompts(predictor, len(frames) + len(skipped)),
                         turned_prompts_note(video=True) if turned and predictor.prompt_hw else ""]
         stamps_tmp.write_text(json.dumps({

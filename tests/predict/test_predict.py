@@ -1794,9 +1794,11 @@ def test_a_metric_videos_colouring_pass_is_counted_on_the_bar(tiny_tflite, tmp_p
     assert bar.log == [("phase", "colouring the depth video", 3), "advance", "advance", "advance"]
 
 
-def test_frames_that_change_size_are_skipped_with_the_way_to_keep_them(tiny_tflite, tmp_path, capsys):
-    """A screen recording whose window was resized: the depth at a frame's own size does not fit the stack; the
-    frames of the second size are skipped, and the line says that --model-size keeps them all."""
+def test_frames_that_change_size_keep_their_place_at_the_first_frames_size(tiny_tflite, tmp_path, capsys):
+    """A screen recording whose window was resized: the frames of the second size were skipped, a line each, and the
+    depth video lost them. Their depth is now at the first frame's size (a stack holds one size), the bicubic resize
+    of the model's as for any frame, in its place, and the summary says so once; with --model-size every frame is at
+    the model's, and nothing is said."""
     path = tmp_path / "resized.mkv"
     with av.open(str(path), "w") as container:
         stream = container.add_stream("mjpeg", rate=25)
@@ -1809,11 +1811,19 @@ def test_frames_that_change_size_are_skipped_with_the_way_to_keep_them(tiny_tfli
                 packet.stream = stream
                 container.mux(packet)
     out, err = ok(capsys, ["predict", tiny_tflite, path, "-o", tmp_path / "d.mp4"])
-    assert out.startswith("4 frames, 2 skipped (frame 2, frame 3: reasons above)")
-    assert ("skipped frame 2: its size is 96x80, the first frame's 64x48 (a stack holds one size: --model-size keeps "
-            "every frame at the model's)") in err
+    assert out.startswith("4 frames, 0 skipped") and "skipped" not in err
+    assert ("; 2 frames from frame 2 on are 96x80, not the first frame's 64x48: their depth is resized to it (a stack "
+            "holds one size; --model-size keeps every frame at the model's)") in out, out
+    stack = np.load(tmp_path / "d.npy")
+    with native_stderr_muted():
+        predictor = Predictor(tiny_tflite, model_size=True)
+        frames = decoded(path)
+        assert [f.size for f in frames] == [(64, 48), (64, 48), (96, 80), (96, 80)] and stack.shape == (4, 48, 64)
+        for row, image in zip(stack, frames):
+            np.testing.assert_allclose(row, bicubic(predictor.depth(image), (48, 64)), atol=1e-5)
     out, _ = ok(capsys, ["predict", tiny_tflite, path, "-o", tmp_path / "m.mp4", "--model-size"])
-    assert out.startswith("4 frames, 0 skipped") and np.load(tmp_path / "m.npy").shape == (4, *TINY_HW)
+    assert out.startswith("4 frames, 0 skipped") and "resized" not in out
+    assert np.load(tmp_path / "m.npy").shape == (4, *TINY_HW)
 
 
 def test_a_frame_the_decoder_gives_out_of_order_is_skipped_not_written_back_in_time():
