@@ -1547,6 +1547,24 @@ def test_a_depth_npy_that_does_not_fit_fails_with_its_errno_and_leaves_nothing(t
     assert np.array_equal(np.load(tmp_path / "d.npy"), np.arange(12, dtype=np.float32).reshape(3, 4))
 
 
+def test_the_bar_shows_an_estimated_frame_count_as_one():
+    """Matroska writes no frame count: the bar's total is the declared duration times the frame rate, which a
+    variable frame rate makes far off (120 frames shown as 0/1831 all the way); such a total is shown as '~1831'."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from depthport.cli.progress import item_progress
+
+    for estimated, shown in ((True, "2/~5"), (False, "2/5")):
+        text = StringIO()
+        with item_progress(Console(file=text, force_terminal=True, no_color=True, width=100), "frames", 5,
+                           estimated) as bar:
+            bar.advance("frame 0")
+            bar.advance("frame 1")
+        assert f" {shown} " in text.getvalue() and ("~" in text.getvalue()) is estimated, text.getvalue()
+
+
 def test_a_truncated_video_says_where_it_ends_against_its_header(tiny_tflite, tmp_path, capsys):
     """A copy or download cut short decodes to its last whole frame; the summary and timestamps.json say that the
     video ends before the end its header declares (a whole video says nothing, also one whose first frame is not at

@@ -192,7 +192,8 @@ def _many(args, inputs, out: Path, options: dict) -> int:
     status = status_console()
 
     def work(predictor) -> None:
-        with item_progress(status, tally.noun, inputs.total if video else len(inputs.files)) as bar:
+        with item_progress(status, tally.noun, inputs.total if video else len(inputs.files),
+                           video and inputs.total_estimated) as bar:
             run_many(predictor, inputs, paths, tally,
                      lambda item, ok: bar.advance(item.name, None if ok else tally.skipped[-1][1]),
                      **({"on_colour": _colouring(bar)} if video else {}))
@@ -227,7 +228,7 @@ def _videos(args, inputs, out: Path, options: dict) -> int:
             frames = Tally("frames")
             try:
                 video = open_video(file)
-                with item_progress(status, name, video.total) as bar:
+                with item_progress(status, name, video.total, video.total_estimated) as bar:
                     predict_video(predictor, video, paths, frames,
                                   lambda item, ok: bar.advance(item.name, None if ok else frames.skipped[-1][1]),
                                   _colouring(bar))

@@ -65,18 +65,24 @@ class ItemBar(NamedTuple):
 
 
 @contextlib.contextmanager
-def item_progress(console, noun: str, total: int | None):
-    """A bar for many inputs: done/total, inputs per second and the time left; yields an ``ItemBar``."""
+def item_progress(console, noun: str, total: int | None, estimated: bool = False):
+    """A bar for many inputs: done/total ('~' before an ``estimated`` total: a Matroska video's, from its duration
+    and frame rate, which a variable frame rate makes far off), inputs per second and the time left; yields an
+    ``ItemBar``."""
     from rich.markup import escape
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
-                               TimeRemainingColumn)
+    from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
     from rich.text import Text
+
+    class Count(ProgressColumn):
+        def render(self, task):
+            of = "?" if task.total is None else f"{'~' if estimated else ''}{task.total:.0f}"
+            return Text(f"{task.completed:.0f}/{of}", style="progress.download")
 
     class Rate(ProgressColumn):
         def render(self, task):
             return Text(f"{task.speed:.1f} fps" if task.speed else "-- fps")
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), Rate(), TimeRemainingColumn())
+    columns = (TextColumn("{task.description}"), BarColumn(), Count(), Rate(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task(noun, total=total)
 
@@ -86,6 +92,8 @@ def item_progress(console, noun: str, total: int | None):
             bar.advance(task)
 
         def phase(what: str, total: int) -> None:
+            nonlocal estimated
+            estimated = False
             bar.reset(task, total=total, description=f"{noun}: {what}")
 
         yield ItemBar(advance, phase)
