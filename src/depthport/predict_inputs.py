@@ -121,13 +121,15 @@ def open_files(sources: list[str]) -> Inputs:
     """Several files named one by one (what the shell makes of an unquoted ``photos/*.jpg``), taken as a pattern's
     matches are, in the order given: images predicted, videos and other files passed over (or, with no image, the
     videos); names relative to the files' common folder (a broken link among them is skipped as in a pattern), a
-    prompt file (``NAME.prompt.png``) read beside its image, as in a folder. A folder among them, a file that is not
-    there, or a URL is an InputError."""
-    paths, seen = [], set()
+    prompt file (``NAME.prompt.png``) read beside its image, as in a folder. A folder among them (the shell's
+    ``photos/*`` gives the subfolders too) is passed over, as a folder's subfolders are; folders alone, a file that
+    is not there, or a URL is an InputError."""
+    paths, seen, folders = [], set(), []
     for source in sources:
         path = Path(local_path(source))
         if path.is_dir():
-            raise InputError(f"{path} is a folder, among {len(sources)} inputs: give one folder on its own, or files")
+            folders.append(path)
+            continue
         if not present(path):
             raise InputError(f"input not found: {path}" if not path.exists() else f"input {path} is not a file")
         if is_prompt_file(path):
@@ -135,8 +137,15 @@ def open_files(sources: list[str]) -> Inputs:
         if resolved(path) not in seen:
             seen.add(resolved(path))
             paths.append(path)
+    if not paths:
+        raise InputError(f"{folders[0]} is a folder, among {len(sources)} inputs that are all folders: give one folder "
+                         "at a time, or a quoted pattern ('photos/**/*')" if folders else
+                         f"the {len(sources)} files given are prompt depth files only: give their images")
     root = Path(os.path.commonpath([str(p.parent.absolute()) for p in paths]))
-    return _sorted_out(paths, f"{len(sources)} files", root, f"the {len(sources)} files given hold", origin="files")
+    inputs = _sorted_out(paths, f"{len(sources)} files", root, f"the {len(sources)} files given hold", origin="files")
+    inputs.folders = [name if not name.startswith("..") else str(folder)
+                      for folder, name in ((folder, relative_name(folder, root)) for folder in folders)]
+    return inputs
 
 
 def _sorted_out(files: list[Path], source: str, root: Path, what: str, origin: str = "pattern") -> Inputs:
@@ -248,7 +257,7 @@ def passed_over(inputs: Inputs) -> str:
     if archives:
         notes.append(archives_note(archives))
     if inputs.folders:
-        notes.append(subfolders_advice(Path(inputs.source), inputs.folders))
+        notes.append(subfolders_advice(inputs.root, inputs.folders, where))
     if inputs.outputs:
         notes.append(f"{listed('file', inputs.outputs)} in the output folder passed over (earlier outputs)")
     return "; ".join(notes)

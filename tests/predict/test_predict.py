@@ -1144,8 +1144,9 @@ def test_a_folder_or_pattern_of_videos_gives_each_its_depth_video(tiny_tflite, t
 def test_several_files_given_one_by_one_are_taken_as_a_patterns_matches(tiny_tflite, photos, tmp_path, capsys):
     """`predict m.tflite photos/*.jpg` unquoted: the shell gives each file (argparse said 'unrecognized arguments').
     Each image is predicted, as a pattern's matches are, named relative to the files' common folder; a video or
-    another file among them is passed over and named; videos alone are videos; a folder among several inputs, or a
-    file that is not there, is one line before any work."""
+    another file among them is passed over and named; videos alone are videos; a folder among them (the shell's
+    photos/* gives the subfolders too: the command failed on it) is passed over and named with the pattern that
+    reads it; folders alone, or a file that is not there, is one line before any work."""
     make_video(tmp_path / "clip.mp4", 2)
     given = [photos / "c.jpg", photos / "a.jpg", photos / "sub" / "d.jpg", photos / "notes.txt", tmp_path / "clip.mp4",
              photos / "a.jpg"]
@@ -1162,9 +1163,12 @@ def test_several_files_given_one_by_one_are_taken_as_a_patterns_matches(tiny_tfl
     make_video(tmp_path / "clip2.mp4", 3)
     out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "clip.mp4", tmp_path / "clip2.mp4", "-o", tmp_path / "v"])
     assert out.strip().splitlines()[-1].startswith("2 videos, 0 skipped, 5 frames at ")
-    for bad, message in (([photos, photos / "a.jpg"], f"{photos} is a folder, among 2 inputs: give one folder on its "
-                          "own, or files"), ([photos / "a.jpg", photos / "gone.jpg"],
-                                             f"input not found: {photos / 'gone.jpg'}")):
+    out, _ = ok(capsys, ["predict", tiny_tflite, *sorted(photos.iterdir()), "-o", tmp_path / "shell"])
+    assert out.startswith("4 images, 0 skipped") and ("; 1 folder (sub) among the files given not searched: for every "
+                                                      f"image under it give a quoted pattern, '{photos}/**/*'") in out
+    for bad, message in (([photos, photos / "sub"], f"{photos} is a folder, among 2 inputs that are all folders: give "
+                          "one folder at a time, or a quoted pattern ('photos/**/*')"),
+                         ([photos / "a.jpg", photos / "gone.jpg"], f"input not found: {photos / 'gone.jpg'}")):
         assert main(["predict", str(tiny_tflite), *map(str, bad), "-o", str(tmp_path / "none")]) == 2
         assert message in capsys.readouterr().err and not (tmp_path / "none").exists()
 

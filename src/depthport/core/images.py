@@ -176,10 +176,10 @@ def others_named(names: list[str] | list[Path]) -> str:
     return f"{len(names)} other file{'s' * (len(names) != 1)} ({', '.join(suffixes)})"
 
 
-def subfolders_advice(folder: Path, subfolders: list[str]) -> str:
+def subfolders_advice(folder: Path, subfolders: list[str], where: str = "in the folder") -> str:
     """'2 folders (day1, day2) in the folder not searched: for every image under it give a quoted pattern,
     'trip/**/*''."""
-    return (f"{listed('folder', subfolders)} in the folder not searched: for every image under it give a quoted "
+    return (f"{listed('folder', subfolders)} {where} not searched: for every image under it give a quoted "
             f"pattern, '{folder / '**' / '*'}'")
 
 
