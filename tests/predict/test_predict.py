@@ -1166,9 +1166,13 @@ def test_several_files_given_one_by_one_are_taken_as_a_patterns_matches(tiny_tfl
     out, _ = ok(capsys, ["predict", tiny_tflite, *sorted(photos.iterdir()), "-o", tmp_path / "shell"])
     assert out.startswith("4 images, 0 skipped") and ("; 1 folder (sub) among the files given not searched: for every "
                                                       f"image under it give a quoted pattern, '{photos}/**/*'") in out
+    photo().save(photos / "a.prompt.png")
+    photo().save(photos / "b.prompt.png")
     for bad, message in (([photos, photos / "sub"], f"{photos} is a folder, among 2 inputs that are all folders: give "
                           "one folder at a time, or a quoted pattern ('photos/**/*')"),
-                         ([photos / "a.jpg", photos / "gone.jpg"], f"input not found: {photos / 'gone.jpg'}")):
+                         ([photos / "a.jpg", photos / "gone.jpg"], f"input not found: {photos / 'gone.jpg'}"),
+                         ([photos / "a.prompt.png", photos / "b.prompt.png"], "the 2 files given are prompt depth "
+                          "files only: give their images")):
         assert main(["predict", str(tiny_tflite), *map(str, bad), "-o", str(tmp_path / "none")]) == 2
         assert message in capsys.readouterr().err and not (tmp_path / "none").exists()
 
