@@ -17,9 +17,10 @@ from PIL import ExifTags, Image
 from .errors import NotPerInput
 
 FULL_FRAME_DIAGONAL_MM = math.hypot(36.0, 24.0)
-# The shortest 35 mm-equivalent focal length taken as a camera's: a 158-degree diagonal field of view, past any lens
-# whose picture is a pinhole camera's (a phone's ultra-wide is 13 mm). Shorter is millimetres given as pixels.
-SHORTEST_35MM = 4.0
+# The 35 mm-equivalent focal lengths taken as a camera's: from a 158-degree diagonal field of view, past any lens
+# whose picture is a pinhole camera's (a phone's ultra-wide is 13 mm; shorter is millimetres given as pixels), to
+# 0.12 degrees (a bridge camera's 3000 mm zoomed 4x digitally, with room; longer is a typing slip).
+SHORTEST_35MM, LONGEST_35MM = 4.0, 20000.0
 
 
 @dataclass(frozen=True)
@@ -44,19 +45,23 @@ class Focal:
 
     def px(self, size: tuple[int, int]) -> float:
         """The focal length in pixels of a (W, H) picture; a ``NotPerInput`` where it makes the picture's field of
-        view wider than any camera's (``SHORTEST_35MM``): millimetres given as pixels, most likely."""
+        view wider than any camera's (``SHORTEST_35MM``: millimetres given as pixels, most likely) or narrower
+        (``LONGEST_35MM``)."""
         px = focal_px(self.value, size) if self.mm else self.value
         f35 = px * FULL_FRAME_DIAGONAL_MM / math.hypot(*size)
-        if f35 < SHORTEST_35MM:
-            view = math.degrees(2 * math.atan(FULL_FRAME_DIAGONAL_MM / 2 / f35))
-            given = f"--focal {self}" if self.mm else f"--focal {self} px on this {size[0]}x{size[1]} picture"
-            hint = ("in millimetres it is the 35 mm-equivalent one (a phone's main camera: 24-28 mm), not the lens's "
-                    "own" if self.mm else f"a focal length in pixels is near the picture's width (a phone's 26 mm "
-                    f"main camera: {focal_px(26, size):.0f} px here); for millimetres in 35 mm terms write "
-                    f"--focal {self}mm")
-            raise NotPerInput(f"{given} is {f35:.2g} mm in 35 mm terms, a {view:.0f}° diagonal field of view, wider "
-                              f"than a camera's: {hint}")
-        return px
+        if SHORTEST_35MM <= f35 <= LONGEST_35MM:
+            return px
+        view = math.degrees(2 * math.atan(FULL_FRAME_DIAGONAL_MM / 2 / f35))
+        given = f"--focal {self}" if self.mm else f"--focal {self} px on this {size[0]}x{size[1]} picture"
+        phone = f"a phone's 26 mm main camera: {focal_px(26, size):.0f} px here"
+        if f35 > LONGEST_35MM:
+            raise NotPerInput(f"{given} is {f35:.3g} mm in 35 mm terms, a {view:.2g}° diagonal field of view, "
+                              f"narrower than a camera's ({phone})")
+        hint = ("in millimetres it is the 35 mm-equivalent one (a phone's main camera: 24-28 mm), not the lens's own"
+                if self.mm else f"a focal length in pixels is near the picture's width ({phone}); for millimetres "
+                f"in 35 mm terms write --focal {self}mm")
+        raise NotPerInput(f"{given} is {f35:.2g} mm in 35 mm terms, a {view:.0f}° diagonal field of view, wider "
+                          f"than a camera's: {hint}")
 
 
 def focal_35mm(img: Image.Image) -> float | None:

@@ -590,6 +590,9 @@ def test_focal_in_millimetres_is_taken_and_millimetres_given_as_pixels_are_refus
         assert not list(tmp_path.glob("refused*")), source
     assert main(["predict", str(model), str(source), "--focal", "3mm"]) == 2
     assert "--focal 3mm is 3 mm in 35 mm terms" in capsys.readouterr().err
+    assert main(["predict", str(model), str(source), "--focal", "1e9"]) == 2  # a typing slip: metres ~1e6 too far
+    assert ("--focal 1e+09 px on this 320x240 picture is 1.08e+08 mm in 35 mm terms, a 2.3e-05° diagonal field of "
+            "view, narrower than a camera's (a phone's 26 mm main camera: 240 px here)") in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["predict", str(model), str(source), "--focal", "26 inch"])
     assert "expected pixels (1450) or millimetres in 35 mm terms (26mm), got '26 inch'" in capsys.readouterr().err
