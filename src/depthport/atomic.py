@@ -18,9 +18,9 @@ def atomic_path(final: str | os.PathLike):
     are removed again when it fails, where they are still empty."""
     final = Path(final)
     made = _missing_folders(final.parent)
-    final.parent.mkdir(parents=True, exist_ok=True)
     tmp = None
     try:
+        _make_folder(final)
         with sigint_deferred():  # the file is created and ``tmp`` bound before a Ctrl-C takes effect
             fd, tmp = _temporary(final)
             os.close(fd)
@@ -37,6 +37,18 @@ def atomic_path(final: str | os.PathLike):
             for folder in made:  # deepest first; one that holds anything else stays
                 with contextlib.suppress(OSError):
                     folder.rmdir()
+
+
+def _make_folder(final: Path) -> None:
+    """``final``'s folder, made where missing; where it cannot be (under /proc), an InputError naming ``final``, not
+    a bare errno line."""
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if disk_full(exc) or not exc.strerror:
+            raise
+        raise InputError(f"cannot write {final}: {exc.strerror} (making the folder {exc.filename or final.parent})"
+                         ) from None
 
 
 def _temporary(final: Path) -> tuple[int, str]:

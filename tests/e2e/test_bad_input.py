@@ -481,10 +481,14 @@ def test_output_folder_without_write_permission_is_refused(tiny_tflite, tmp_path
 @pytest.mark.skipif(not Path("/proc/self").exists(), reason="no /proc (not Linux)")
 def test_an_output_where_no_file_can_be_made_is_named_not_its_temporary_file(tiny_tflite, capsys):
     """/proc takes no new file, root or not: the error named the temporary file the user never gave ('[Errno 2] No
-    such file or directory: '/proc/.x.png.gmo2u04x.part''); it names the output."""
+    such file or directory: '/proc/.x.png.gmo2u04x.part''); it names the output. Nor a folder (-o for a folder of
+    images): a bare errno line, with the runtime's teardown lines after it."""
     err = refused(capsys, ["predict", str(tiny_tflite), ASSET, "-o", "/proc/x.png"],
                   "cannot write /proc/x.png: No such file or directory")
     assert ".part" not in err
+    folder = Path(ASSET).parent  # a folder there, where no folder can be made: a bare '[Errno 2] ...' line
+    refused(capsys, ["predict", str(tiny_tflite), str(folder), "-o", "/proc/depth"],
+            "cannot write /proc/depth/chelsea.png: No such file or directory (making the folder /proc/depth)")
 
 
 def test_os_errors_on_user_paths_are_one_line(tiny_tflite, tmp_path, capsys):

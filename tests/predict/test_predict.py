@@ -695,7 +695,8 @@ def test_glob_pattern_and_npy_folder(tiny_tflite, photos, tmp_path, capsys):
 
 def test_a_quoted_home_pattern_is_expanded_a_url_is_refused_and_a_pattern_in_the_wrong_case_explained(
         tiny_tflite, photos, tmp_path, capsys, monkeypatch):
-    """'~/photos/*.jpg' in quotes reaches depthport with its ~ (the shell expands only an unquoted one)."""
+    """'~/photos/*.jpg' in quotes reaches depthport with its ~ (the shell expands only an unquoted one). A pattern
+    that matches nothing names what it would match in another letter case, or with its brackets as written."""
     monkeypatch.setenv("HOME", str(tmp_path))
     out, _ = ok(capsys, ["predict", tiny_tflite, "~/photos/*.jpg", "-o", tmp_path / "home"])
     assert "3 images, 0 skipped" in out and (tmp_path / "home" / "a.png").is_file()
@@ -707,6 +708,14 @@ def test_a_quoted_home_pattern_is_expanded_a_url_is_refused_and_a_pattern_in_the
     (photos / "sub" / "d.jpg").rename(photos / "sub" / "IMG_0001.JPG")
     assert main(["predict", str(tiny_tflite), str(photos / "sub" / "*.jpg"), "-o", str(tmp_path / "cam")]) == 2
     assert "1 file(s) match it in another letter case (IMG_0001.JPG, ...)" in capsys.readouterr().err
+    trip = tmp_path / "Italy [2024]"  # a folder's brackets read as a pattern's set of characters: said, not just 'none'
+    trip.mkdir()
+    photo().save(trip / "a.jpg")
+    assert main(["predict", str(tiny_tflite), f"{trip}/*.jpg", "-o", str(tmp_path / "trip")]) == 2
+    assert (f"no files match the pattern '{trip}/*.jpg'; 1 file(s) match '{tmp_path}/Italy [[]2024]/*.jpg': in a "
+            "pattern [...] matches one of the characters inside, and [[] a bracket") in capsys.readouterr().err
+    out, _ = ok(capsys, ["predict", tiny_tflite, f"{tmp_path}/Italy [[]2024]/*.jpg", "-o", tmp_path / "trip"])
+    assert out.startswith("1 image, 0 skipped")
     capsys.readouterr()
     assert main(["predict", str(tiny_tflite), "https://example.com/photo.jpg", "-o", str(tmp_path / "u.png")]) == 2
     err = capsys.readouterr().err.strip()

@@ -34,12 +34,17 @@ def pattern_root(pattern: str) -> Path:
 
 def pattern_files(pattern: str) -> list[Path]:
     """Every file ``pattern`` matches (``**`` recursive; broken links too, ``present``), sorted by path; none is an
-    InputError, which names the files that match in another letter case (IMG_0001.JPG for ``*.jpg``)."""
+    InputError, which names the files that match in another letter case (IMG_0001.JPG for ``*.jpg``), or with its
+    brackets taken as written (a folder named 'Italy [2024]': [...] matches one character of those inside)."""
     files = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if present(Path(p)))
     if not files:
         other = sorted(p for p in glob.glob(_any_case(pattern), recursive=True) if Path(p).is_file())
+        literal = pattern.replace("[", "[[]")
+        bracketed = "[" in pattern and [p for p in glob.glob(literal, recursive=True) if Path(p).is_file()]
         hint = (f"; {len(other)} file(s) match it in another letter case ({Path(other[0]).name}, ...): a pattern "
-                "matches letters as written, as the shell's does" if other else "")
+                "matches letters as written, as the shell's does" if other else
+                f"; {len(bracketed)} file(s) match {literal!r}: in a pattern [...] matches one of the characters "
+                "inside, and [[] a bracket" if bracketed else "")
         raise InputError(f"no files match the pattern {pattern!r}{hint}")
     return files
 
