@@ -1416,8 +1416,9 @@ def test_a_video_saved_without_its_suffix_is_read_as_a_video(tiny_tflite, tmp_pa
     photo().save(tmp_path / "photo", format="AVIF")
     out, _ = ok(capsys, ["predict", tiny_tflite, tmp_path / "photo", "-o", tmp_path / "photo.png"])
     assert out.startswith(f"wrote {tmp_path / 'photo.png'}: depth 60x40")  # W x H, as every size in the output
-    assert open_inputs(f"{tmp_path}/*").names == ["photo", "photo.png"]  # the videos in a pattern: passed over
-    assert sorted(open_inputs(f"{tmp_path}/*").videos) == ["IMG_0003.bin", "c.download", "clip"]
+    found = open_inputs(f"{tmp_path}/*")  # in a pattern too: three videos and two images, so its videos
+    assert found.kind == "videos" and found.names == ["IMG_0003.bin", "c.download", "clip"]
+    assert found.stills == ["photo", "photo.png"]
 
 
 def test_an_image_saved_under_a_videos_name_says_so(tiny_tflite, tmp_path, capsys):
