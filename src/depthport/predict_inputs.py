@@ -282,6 +282,8 @@ def open_video(path: Path) -> Inputs:
     if image := _image_format(path):
         raise InputError(f"cannot read video {path}: an image ({image}), not a video: rename it "
                          f"{path.stem}.{_IMAGE_SUFFIX.get(image, image.lower())}, and predict writes its depth map")
+    if path.stat().st_size == 0:
+        raise InputError(f"cannot read video {path}: the file is empty (a copy or download that did not start?)")
     try:
         with av.open(str(path)) as container:
             if (stream := _picture_stream(container)) is None:
@@ -296,7 +298,8 @@ def open_video(path: Path) -> Inputs:
                           hdr=tone_map.NAMES.get(stream.codec_context.color_trc))
     except av.error.FFmpegError as exc:
         cut = (" (damaged, or cut short: a copy or download that stopped part-way? An MP4 or MOV often keeps its "
-               "index at its end)" if isinstance(exc, av.error.InvalidDataError) else "")
+               "index at its end)" if isinstance(exc, av.error.InvalidDataError) else
+               " (it ends before its first frame)" if isinstance(exc, av.error.EOFError) else "")
         raise InputError(f"cannot read video {path}: {_reason(exc)}{cut}") from None
 
 

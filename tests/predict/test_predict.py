@@ -1421,6 +1421,21 @@ def test_a_video_saved_without_its_suffix_is_read_as_a_video(tiny_tflite, tmp_pa
     assert found.stills == ["photo", "photo.png"]
 
 
+def test_an_empty_video_or_one_without_frames_says_so(tiny_tflite, tmp_path, capsys):
+    """A 0-byte .mp4 (a download that did not start) was 'Invalid data found ... (damaged, or cut short ...)', and a
+    Matroska header with no frame a bare 'End of file'; both say what they are now, nothing written."""
+    (tmp_path / "empty.mp4").write_bytes(b"")
+    with av.open(str(tmp_path / "header.mkv"), "w") as container:
+        stream = container.add_stream("mjpeg", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuvj420p"
+        container.start_encoding()
+    for name, said in (("empty.mp4", "the file is empty (a copy or download that did not start?)"),
+                       ("header.mkv", "End of file (it ends before its first frame)")):
+        assert main(["predict", str(tiny_tflite), str(tmp_path / name), "-o", str(tmp_path / "d.mp4")]) == 2
+        assert f"cannot read video {tmp_path / name}: {said}" in capsys.readouterr().err
+    assert not (tmp_path / "d.mp4").exists()
+
+
 def test_an_image_saved_under_a_videos_name_says_so(tiny_tflite, tmp_path, capsys):
     """A PNG named .mp4 or a WebP named .mkv: FFmpeg reads it as a one-frame video, and predict wrote a depth video of
     one frame; it says what the file is, as a video named .jpg does."""
