@@ -88,11 +88,11 @@ def open_inputs(source: str | Path) -> Inputs:
     its first bytes where its name says nothing), a quoted glob pattern (every file it matches, ``**`` recursive,
     sorted by path), else one image. A folder or pattern is its images, or its videos where it holds more videos
     than images (``_kind``); the other kind is passed over (``Inputs.videos``, ``Inputs.stills``: the summary names
-    them). A
-    folder's or a pattern's files not named like images are passed over (``Inputs.others``: Google Takeout's .json
-    and the iPhone's .AAE sidecars, archives; a pattern's file with no suffix is tried). A pattern matching nothing,
-    a folder or pattern with neither image nor video, or a video that cannot be opened is an InputError. A leading
-    ``~`` is the home folder (a quoted pattern reaches us unexpanded); a URL is refused in one line."""
+    them). A folder's or a pattern's files not named like images are passed over (``Inputs.others``: Google
+    Takeout's .json and the iPhone's .AAE sidecars, archives; a pattern's file with no suffix is tried). A pattern
+    matching nothing, a folder or pattern with neither image nor video, or a video that cannot be opened is an
+    InputError. A leading ``~`` is the home folder (a quoted pattern reaches us unexpanded); a URL is refused in one
+    line."""
     text = local_path(str(source))
     path = Path(text)
     if path.is_dir():

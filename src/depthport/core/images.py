@@ -93,16 +93,16 @@ def folder_contents(folder: str | Path) -> FolderContents:
         entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     except OSError as exc:
         raise InputError(f"cannot list the image folder {folder}: {exc.strerror or exc}") from None
-    return _sorted_out(entries)
+    return _contents(entries)
 
 
 def pattern_contents(pattern: str) -> FolderContents:
     """What a quoted pattern matches, sorted out as ``folder_contents`` does (no subfolders: a pattern names files);
     no match is an InputError (``pattern_files``)."""
-    return _sorted_out(pattern_files(pattern))
+    return _contents(pattern_files(pattern))
 
 
-def _sorted_out(entries: list[Path]) -> FolderContents:
+def _contents(entries: list[Path]) -> FolderContents:
     images = [p for p in entries if named_like_image(p) and present(p) and not is_prompt_file(p)]
     files = [p for p in entries if p.is_file() and not named_like_image(p) and not is_prompt_file(p)]
     stems = {_first_stem(p) for p in images}
