@@ -164,8 +164,8 @@ def video_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path, prom
 
 def _depth(predictor: Predictor, item: Item, tally: Tally, shape: tuple[int, ...] | None = None):
     """The item's depth, or None when it is skipped (the reason goes into ``tally``). ``shape``: a video's stack's
-    (H, W), the first frame's: a frame of another size (a stream whose resolution changes) gets its depth at that
-    size, and ``tally.resized`` names it."""
+    (H, W), the first frame's: a frame of another size (a stream whose resolution changes) gets its depth at the
+    stack's size, and ``tally.resized`` names it."""
     depth, error = None, item.error or "unreadable"
     if item.image is not None:
         try:
