@@ -489,6 +489,33 @@ def test_cli_verify_writes_report_and_applies_gates(tiny, tmp_path, images):
     assert path.is_file() and "not_shipped" not in report
 
 
+def test_cli_verify_interrupted_leaves_the_earlier_report_pair_whole(tiny, tmp_path, images, capsys, monkeypatch):
+    """Ctrl-C while verify rendered report.html (seconds for a large report) left the new report.json beside the
+    earlier run's report.html, and the line said 'nothing was written'. Both are now written together, after the
+    rendering: the earlier pair stays as it was, and the line is true."""
+    import depthport.report.html as html
+
+    _, path = tiny
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    images[0][1].save(tmp_path / "a" / "one.jpg")
+    images[1][1].save(tmp_path / "b" / "two.jpg")
+    out = tmp_path / "v"
+    args = ["verify", str(path), "--reference", "da2-tiny", "--weights", "random", "--precision", "fp32", "--out",
+            str(out), "--no-eager"]
+    assert main([*args, "--images", str(tmp_path / "a")]) == 0
+    before = {name: (out / name).read_bytes() for name in ("report.json", "report.html")}
+
+    def interrupted(*_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(html, "render", interrupted)
+    capsys.readouterr()
+    assert main([*args, "--images", str(tmp_path / "b")]) == 130
+    assert "interrupted; nothing was written" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
 def test_cli_verify_of_a_file_that_does_not_run_reports_why(tiny, tmp_path, capsys, monkeypatch):
     """A file whose run fails after it loaded gets a parity error in its report (exit status 1), not a traceback:
     depthport's own verify_file is made to raise as a runtime's failure would."""

@@ -70,14 +70,15 @@ def run(args) -> int:
     from ..build import build
     from ..check import stage as check_stage
     from ..core.evidence_budget import evidence_budget
-    from ..core.schema import PASS, write_report
+    from ..atomic import atomic_paths
+    from ..core.schema import PASS, dumps
     from ..export.context import ExportContext, StageOptions
     from ..outdir import require_verify_folder
     from ..preprocess import parse_size
     from ..quiet import native_stderr_muted
     from ..registry import get_spec
     from ..report.header import new_report
-    from ..report.html import write_html
+    from ..report.html import render
     from ..rewrites import default_rewrites
     from ..runtimes import load_runner
     from ..runtimes.base import SUFFIXES
@@ -139,9 +140,10 @@ def run(args) -> int:
             verify_stage.apply(ctx, report.data)
         except ModuleNotFoundError as exc:
             raise MissingDependency(exc.name or "?", f"the upstream reference of {spec.id}") from None
-    out.mkdir(parents=True, exist_ok=True)
-    write_report(out, report)
-    write_html(out / "report.html", report.data, ctx.figures)
+    html = render(report.data, ctx.figures)  # before either is written: a Ctrl-C in it left a new .json, an old .html
+    with atomic_paths(out / "report.json", out / "report.html") as (json_file, html_file):
+        json_file.write_text(dumps(report))
+        html_file.write_text(html, encoding="utf-8")
     print_summary(report.data, out)
     return 0 if all(v.state == PASS for a in report.artifacts for v in a.required().values()) else 1
 
