@@ -4,6 +4,7 @@ the one-line text of any error for a report."""
 from __future__ import annotations
 
 import errno
+import re
 
 
 class InputError(ValueError):
@@ -43,6 +44,15 @@ def require_utf8_path(path, what: str) -> None:
 def disk_full(exc: OSError) -> bool:
     """Whether ``exc`` says the disk (or the user's quota) has no room left."""
     return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def out_of_memory(exc: BaseException) -> str | None:
+    """What ran out where ``exc`` says the machine's memory did ('tried to allocate 25.6 GB'), else None: Python's
+    MemoryError, or torch's allocator failing (a RuntimeError)."""
+    if isinstance(exc, MemoryError):
+        return "the memory ran out"
+    found = re.search(r"can't allocate memory: you tried to allocate (\d+) bytes", str(exc))
+    return f"it tried to allocate {int(found[1]) / 1e9:,.1f} GB" if found else None
 
 
 def error_text(exc: BaseException) -> str:

@@ -491,6 +491,31 @@ def test_an_output_where_no_file_can_be_made_is_named_not_its_temporary_file(tin
             "cannot write /proc/depth/chelsea.png: No such file or directory (making the folder /proc/depth)")
 
 
+def test_an_export_too_large_for_any_memory_is_one_line(tmp_path, capsys):
+    """--size 140000x140000 was a traceback from torch's allocator (exit 1); a size no machine can hold (12.8 PB at
+    the first allocation, past any address space) is one line, exit 2, and nothing is left."""
+    refused(capsys, ["export", "da2-tiny", "--weights", "random", "--size", "140000000x140000000", "--out",
+                     str(tmp_path / "big")],
+            "not enough memory: it tried to allocate ", " GB (a smaller --size needs less)")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_aspect_alone_keeps_the_models_long_side_and_is_refused_beside_a_size():
+    """--aspect 9:16 without --long-side was ignored without a word (the export came out landscape): it takes the
+    model's default long side now; beside --size it is refused, as --long-side is."""
+    from argparse import Namespace
+
+    from depthport.cli.common import export_size
+
+    def size(**given):
+        return export_size(Namespace(**{"size": None, "long_side": None, "aspect": None, **given}), (518, 686))
+
+    assert size(aspect="9:16") == (686, 392) and size(long_side=518) == (392, 518) and size() == (518, 686)
+    assert size(long_side=518, aspect="1:1") == (518, 518)
+    with pytest.raises(InputError, match="give either --size or --long-side/--aspect, not both"):
+        size(size="518x518", aspect="9:16")
+
+
 def test_os_errors_on_user_paths_are_one_line(tiny_tflite, tmp_path, capsys):
     """verify --out under a regular file fails in mkdir (NotADirectoryError): main reports it as bad input."""
     blocker = tmp_path / "somefile.txt"

@@ -9,7 +9,7 @@ import sys
 
 from .. import quiet
 from ..core.provenance import command_line
-from ..errors import disk_full
+from ..errors import disk_full, out_of_memory
 from . import bench, card, check, export, models, predict, serve, verify
 
 COMMANDS = {"models": models, "export": export, "predict": predict, "check": check, "verify": verify,
@@ -94,6 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         where = f" writing {exc.filename}" if exc.filename else ""
         print(f"depthport {args.command}: error: no space left on the disk{where} ({exc.strerror}); what was being "
               "written was removed: outputs are written whole or not at all", file=sys.stderr)
+        return 2
+    except (MemoryError, RuntimeError) as exc:
+        if args.debug or not (what := out_of_memory(exc)):
+            raise
+        smaller = " (a smaller --size needs less)" if args.command == "export" else ""
+        print(f"depthport {args.command}: error: not enough memory: {what}{smaller}; outputs are written whole or not "
+              "at all", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"depthport {args.command}: interrupted; nothing was written", file=sys.stderr)

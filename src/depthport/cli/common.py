@@ -116,13 +116,14 @@ def accelerator_options(args) -> dict:
 
 
 def export_size(args, default_hw: tuple[int, int]) -> tuple[int, int]:
-    """HxW from --size, or --long-side with --aspect, else the model's default."""
-    if args.size and args.long_side:
+    """HxW from --size, or --long-side with --aspect (4:3 unless given; --aspect alone keeps the model's default
+    long side), else the model's default."""
+    if args.size and (args.long_side or args.aspect):
         raise InputError("give either --size or --long-side/--aspect, not both")
     if args.size:
         return parse_size(args.size)
-    if args.long_side:
-        return size_from_aspect(args.long_side, args.aspect or "4:3")
+    if args.long_side or args.aspect:
+        return size_from_aspect(args.long_side or max(default_hw), args.aspect or "4:3")
     return default_hw
 
 

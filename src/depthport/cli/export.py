@@ -25,8 +25,8 @@ def add_parser(subparsers):
                    help="when the published weights cannot be had (offline, nothing cached), use random weights "
                         "and say so, instead of failing")
     p.add_argument("--size", help="export shape HxW, both multiples of 14 (default: the model's)")
-    p.add_argument("--long-side", type=int, help="long side in pixels, with --aspect")
-    p.add_argument("--aspect", help="W:H aspect for --long-side (e.g. 4:3, 9:16)")
+    p.add_argument("--long-side", type=int, help="long side in pixels, with --aspect (default 4:3)")
+    p.add_argument("--aspect", help="W:H aspect (e.g. 4:3, 9:16), with --long-side or the model's default long side")
     p.add_argument("--targets", default="litert-fp32",
                    help=f"comma-separated export targets (default: litert-fp32), of: {', '.join(TARGET_NAMES)}")
     p.add_argument("--prompt-size", metavar="HxW",
