@@ -337,6 +337,8 @@ def test_the_upstream_models_are_freed_once_their_outputs_are_in_and_rebuilt_the
 
 
 def test_image_folder_errors(tmp_path):
+    """A set with no images, an unreadable one, one bad image among good ones (what to do about it), a folder not
+    there, and a video given as the set (it was told to rename the video, as a video saved under a photo's name)."""
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "notes.txt").write_text("not an image")
@@ -347,8 +349,16 @@ def test_image_folder_errors(tmp_path):
     (broken / "a.png").write_bytes(b"not a png")
     with pytest.raises(InputError, match="cannot read image"):
         folder_set(broken)
+    Image.new("RGB", (30, 20)).save(broken / "b.png")  # one bad image among good ones: what to do about it
+    with pytest.raises(InputError, match=r"cannot read image .*a\.png.*; every image of the set must read, and 1 of "
+                                         "its 2 cannot: remove it or fix it"):
+        folder_set(broken)
     with pytest.raises(InputError, match="not found"):
         folder_set(tmp_path / "missing")
+    (tmp_path / "clip.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42")  # a video given as the set: not 'rename it'
+    with pytest.raises(InputError, match=r"clip\.mp4 is a video, and an image set takes images: a folder of them, "
+                                         "one, or a quoted pattern"):
+        folder_set(tmp_path / "clip.mp4")
 
 
 def test_the_pattern_a_folder_with_subfolders_is_told_to_take_reads_them(tmp_path, monkeypatch):

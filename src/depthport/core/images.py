@@ -200,7 +200,11 @@ def folder_set(path: str | Path) -> list[tuple[str, Image.Image]]:
     ``set_root`` in valid UTF-8 (``utf8_text``: a report holds the names); any unreadable one is an error.
 
     An empty folder, a folder with no file named like an image, or one where no such file can be read is an
-    InputError that names the folder and the suffixes looked for; so is a pattern that matches no image file."""
+    InputError that names the folder and the suffixes looked for; so is a pattern that matches no image file, and a
+    video given as the set (which ``load_image`` would advise renaming, as for a video saved under a photo's name)."""
+    if Path(path).is_file() and Path(path).suffix.lower() in VIDEO_SUFFIXES:
+        raise InputError(f"{path} is a video, and an image set takes images: a folder of them, one, or a quoted "
+                         "pattern ('photos/*.jpg'); `depthport predict` writes a video's depth")
     if Path(path).is_file():
         return [(utf8_text(Path(path).name), load_image(path))]
     files, root = set_files(path), set_root(path)
@@ -214,7 +218,9 @@ def folder_set(path: str | Path) -> list[tuple[str, Image.Image]]:
         raise InputError(f"no readable images in {path} ({looked_for()}): none of its {len(files)} image file(s) "
                          f"could be read; first: {failed[0][1]}")
     if failed:
-        raise InputError(str(failed[0][1])) from None
+        them = "it" if len(failed) == 1 else "them"
+        raise InputError(f"{failed[0][1]}; every image of the set must read, and {len(failed)} of its {len(files)} "
+                         f"cannot: remove {them} or fix {them}") from None
     return images
 
 
