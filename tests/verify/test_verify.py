@@ -222,6 +222,29 @@ def test_gate_thresholds_parse_and_evaluate():
     assert gates.evaluate(None, "fp32", g)["passed"] is None
 
 
+def test_a_gate_that_can_never_pass_is_refused_and_a_looser_one_is_said(tiny, tmp_path, images, capsys):
+    """fp32.pearson=1.5, =nan or fp32.rel_l2=-1 were taken, and every file failed them whatever it computed; they are
+    refused before any work. A gate looser than the default (fp32.pearson=0.1) passed files without a word; a console
+    line says so (a tighter one says nothing)."""
+    for text, what in (("fp32.pearson=1.5", "a correlation, from -1 to 1"), ("fp32.pearson=nan", "a correlation"),
+                       ("fp16.delta125=2", "a share of the pixels, from 0 to 1"), ("fp32.rel_l2=-1", "an error, 0 or "
+                                                                                        "more")):
+        with pytest.raises(InputError, match=f"gate .* can never pass: it is {what}"):
+            gates.thresholds([text])
+    assert gates.loosened(["fp32.pearson=0.1", "fp32.rel_l2=1e-6", "int8.delta125=0.5"]) == [
+        "fp32.pearson_worst 0.1 (default 0.9999)", "int8.delta125_worst 0.5 (default 0.99)"]
+    assert gates.loosened(["fp16.mae=1"], metric=True) == ["fp16.mean_abs_worst 1 (default 0.05)"]
+    _, path = tiny
+    (tmp_path / "images").mkdir()
+    images[0][1].save(tmp_path / "images" / "a.jpg")
+    capsys.readouterr()
+    assert main(["verify", str(path), "--reference", "da2-tiny", "--weights", "random", "--images",
+                 str(tmp_path / "images"), "--out", str(tmp_path / "v"), "--no-eager", "--precision", "fp32", "--gate",
+                 "fp32.pearson=0.1"]) == 0
+    assert "--gate loosens fp32.pearson_worst 0.1 (default 0.9999): a pass here may fail the defaults" in \
+        capsys.readouterr().err
+
+
 def test_fp16_is_gated_on_delta_and_rel_l2_like_int8():
     """The FP16 file of the SPR measurement (worst delta 0.967, rel. L2 1.2e-2, Pearson 0.99967) does not ship."""
     g = gates.thresholds()

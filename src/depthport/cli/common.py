@@ -75,6 +75,15 @@ def evidence_images(text: str) -> int:
     return 0 if text.strip().lower() == "all" else _count(text, "image", "'all' or ")
 
 
+def loosened_note(err, gate_args: list[str], metric: bool = False) -> None:
+    """One line on the console for --gate values looser than the defaults (a verdict of pass under them is not one
+    under the defaults); nothing for tighter ones."""
+    from ..verify.gates import loosened
+
+    if names := loosened(gate_args, metric):
+        err.print(f"[yellow]--gate loosens {', '.join(names)}: a pass here may fail the defaults[/]", soft_wrap=True)
+
+
 def add_evidence_args(parser) -> None:
     """--no-cache and --evidence-images, shared by export and verify."""
     parser.add_argument("--no-cache", action="store_true",

@@ -8,7 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
-from .common import add_evidence_args, add_threads, console, export_size, images_note, status_console
+from .common import (add_evidence_args, add_threads, console, export_size, images_note, loosened_note,
+                     status_console)
 
 # export.targets.TARGETS' names, written out: importing it for the help would import torch for every command
 TARGET_NAMES = ("litert-fp32", "litert-fp16", "litert-int8", "litert-int8-weight", "xnnpack-fp32", "xnnpack-fp16",
@@ -121,7 +122,7 @@ def options_from(args):
                          fold_normalization=args.fold_normalization, pos_formula=args.pos_embed,
                          fp16_safe=("norm", "attention") if args.fp16_safe else ("norm",) if args.fp16_safe_norm else (),
                          prompt_hw=prompt_size(args, spec, parse_size), command=args.command_line, stages=stages)
-    thresholds(args.gate)
+    thresholds(args.gate, spec.metric)
     if args.images:
         _, images = image_set(args.images)
         if spec.prompted:  # every image needs its prompt beside it, of the export's prompt shape: checked now
@@ -137,6 +138,7 @@ def run(args) -> int:
 
     from ..pipeline import run_export
     from ..quiet import native_stderr_muted
+    from ..registry import get_spec
     from ..weights import WeightsUnavailable
     from .progress import StageProgress
 
@@ -145,6 +147,7 @@ def run(args) -> int:
     opts = options_from(args)
     err = status_console()
     licence_notice(err, opts)
+    loosened_note(err, args.gate, get_spec(opts.model).metric)
     if opts.stages.skips("verify"):
         err.print("[yellow]--skip verify: parity is not measured; every file is UNVERIFIED[/]")
     elif args.images:

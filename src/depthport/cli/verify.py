@@ -9,8 +9,8 @@ from pathlib import Path
 from ..core.schema import ArtifactJson, ReportJson
 from ..errors import InputError, MissingDependency
 from . import verify_web
-from .common import (add_evidence_args, check_prompt_input, images_note, model_file_missing, status_console,
-                     thread_count)
+from .common import (add_evidence_args, check_prompt_input, images_note, loosened_note, model_file_missing,
+                     status_console, thread_count)
 
 
 def add_parser(subparsers):
@@ -112,6 +112,7 @@ def run(args) -> int:
     gates.thresholds(args.gate, spec.metric)  # a bad --gate fails before any work
     threads = args.threads
     console = Console(stderr=True)
+    loosened_note(console, args.gate, spec.metric)
     with console.status("verifying") as status, native_stderr_muted(not args.verbose):
         first = load_runner(paths[0], threads=threads)
         shape, extra = tuple(first.input_shape), tuple(getattr(first, "extra_shapes", ()))

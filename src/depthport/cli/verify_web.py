@@ -26,7 +26,7 @@ def measure(args, folder: Path, config: dict):
     from ..build import build
     from ..core.images import image_set
     from ..core.prompts import prompt_set
-    from .common import check_prompt_input, images_note, status_console
+    from .common import check_prompt_input, images_note, loosened_note, status_console
     from ..registry import get_spec
     from ..verify.stage import make_references
     from ..verify.web_folder import WebJob, verify_folder
@@ -40,6 +40,7 @@ def measure(args, folder: Path, config: dict):
     source, images = image_set(args.images)
     if args.images:
         images_note(status_console(), args.images)
+    loosened_note(status_console(), args.gate, spec.metric)
     prompts, origins = prompt_set(args.images, [n for n, _ in images], prompt_hw) if prompt_hw else (None, None)
     built = build(spec, hw, args.weights or config["weights"], rewrites=config.get("rewrites"),
                   pos_formula=config.get("pos_embed_formula"), prompt_hw=prompt_hw)

@@ -95,8 +95,29 @@ def thresholds(overrides: dict | list[str] | None = None, metric: bool = False) 
     else:
         items = [parse_gate(text) for text in overrides]
     for precision, metric, value in items:
+        _check_value(precision, metric, value)
         out.setdefault(precision, {})[metric] = value
     return out
+
+
+def _check_value(precision: str, metric: str, value: float) -> None:
+    """A gate no figure could pass (a correlation above 1, a share of pixels above 1, an error below 0, NaN) is an
+    InputError: the file would fail whatever it computes."""
+    low, high, what = ((-1.0, 1.0, "a correlation, from -1 to 1") if metric.startswith("pearson") else
+                       (0.0, 1.0, "a share of the pixels, from 0 to 1") if metric.startswith("delta125") else
+                       (0.0, float("inf"), "an error, 0 or more"))
+    if not low <= value <= high:
+        raise InputError(f"gate {precision}.{metric}={value:g} can never pass: it is {what}")
+
+
+def loosened(overrides: dict | list[str] | None, metric: bool = False) -> list[str]:
+    """The gates ``overrides`` set looser than the defaults ('fp32.pearson_worst 0.1 (default 0.9999)'): a file
+    that passes them may fail the defaults, which a console line says."""
+    given, default = thresholds(overrides, metric), thresholds(None, metric)
+    return [f"{precision}.{name} {value:g} (default {default[precision][name]:g})"
+            for precision, limits in given.items() for name, value in limits.items()
+            if name in default.get(precision, {}) and
+            (value < default[precision][name] if name in LOWER else value > default[precision][name])]
 
 
 def evaluate(parity: Parity | NotMeasured | dict | None, precision: str | None, gates: dict[str, dict[str, float]],
