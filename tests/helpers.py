@@ -98,3 +98,18 @@ def browser_or_skip():
             runtime_files(name)
     except (ModuleNotFoundError, InputError) as exc:
         skip_or_fail(f"browser setup missing: {exc}")
+
+
+def swapped_profile() -> bytes:
+    """sRGB with the red and blue primaries exchanged: a real, non-sRGB RGB profile (LittleCMS's own sRGB,
+    its rXYZ and bXYZ tag entries swapped)."""
+    import struct
+
+    from PIL import ImageCms
+
+    data = bytearray(ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes())
+    count = struct.unpack(">I", data[128:132])[0]
+    entries = {bytes(data[132 + 12 * i:136 + 12 * i]): 132 + 12 * i for i in range(count)}
+    r, b = entries[b"rXYZ"], entries[b"bXYZ"]
+    data[r + 4:r + 12], data[b + 4:b + 12] = data[b + 4:b + 12], data[r + 4:r + 12]
+    return bytes(data)

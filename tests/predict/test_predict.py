@@ -26,7 +26,7 @@ import av
 import numpy as np
 import pytest
 import torch
-from PIL import Image, ImageCms
+from PIL import Image
 
 from depthport.atomic import atomic_paths, sigint_deferred
 from depthport.cli import main
@@ -38,7 +38,7 @@ from depthport.preprocess import FOCAL_KEY, TURNED_KEY, letterbox_box, load_imag
 from depthport.quiet import native_stderr_muted
 from depthport.spec import CANONICAL, METRES, output_units
 
-from helpers import TINY_HW
+from helpers import TINY_HW, swapped_profile
 
 ENTRY_CHILD = "import sys\nfrom depthport.cli import entry\nsys.argv[0] = 'depthport'\nentry()"
 # EXIF orientation tag -> how the stored pixels are turned to show them (EXIF 2.32, tag 0x0112)
@@ -106,17 +106,6 @@ def test_verification_folders_read_images_as_shown(tmp_path):
     [(name, image)] = folder_set(tmp_path)
     assert name == "turned.png" and image.size == (40, 60)
     assert np.array_equal(np.asarray(image), np.asarray(photo().transpose(Image.Transpose.ROTATE_270)))
-
-
-def swapped_profile() -> bytes:
-    """sRGB with the red and blue primaries exchanged: a real, non-sRGB RGB profile (LittleCMS's own sRGB,
-    its rXYZ and bXYZ tag entries swapped)."""
-    data = bytearray(ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes())
-    count = struct.unpack(">I", data[128:132])[0]
-    entries = {bytes(data[132 + 12 * i:136 + 12 * i]): 132 + 12 * i for i in range(count)}
-    r, b = entries[b"rXYZ"], entries[b"bXYZ"]
-    data[r + 4:r + 12], data[b + 4:b + 12] = data[b + 4:b + 12], data[r + 4:r + 12]
-    return bytes(data)
 
 
 def test_embedded_icc_profile_is_converted_to_srgb(tmp_path):

@@ -255,6 +255,41 @@ def test_python_snippet_runs_as_written_and_equals_predict(snippet_exports, mode
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-5 * float(np.abs(theirs).max()))
 
 
+@pytest.mark.parametrize("form", ["profile", "transparent"])
+def test_python_snippet_reads_colour_profiles_and_transparency_as_predict(snippet_exports, form, tmp_path):
+    """A phone's photo carries a colour profile (an iPhone's is Display P3; here a real RGB profile with red and blue
+    exchanged, so that the difference shows) and a PNG may be see-through: predict reads both as a viewer shows
+    them (colours in sRGB, see-through pixels on white), and the snippet, which converted to RGB only (its comment
+    said 'as a viewer shows it'), gave other depth (rel. L2 0.10 for a transparent PNG). It reads them the same now."""
+    import subprocess
+    import sys
+
+    import numpy as np
+    from PIL import Image
+
+    from helpers import swapped_profile
+
+    folder = snippet_exports["da2-tiny"]
+    code = next(c for c in python_snippets((folder / "README.md").read_text()) if '.tflite"' in c)
+    photo = Image.open(ASSET).convert("RGB").resize((90, 60))
+    if form == "profile":
+        photo.save(folder / "photo.jpg", icc_profile=swapped_profile(), quality=95)
+    else:  # a PNG (named as the snippet opens it; Pillow reads by content) whose left half is see-through
+        alpha = np.full((60, 90), 255, np.uint8)
+        alpha[:, :45] = 0
+        photo.putalpha(Image.fromarray(alpha))
+        photo.save(folder / "photo.jpg", format="PNG")
+    script = tmp_path / "snippet.py"
+    script.write_text(code + "\nnp.save('snippet_depth.npy', np.asarray(depth, np.float32))\n")
+    run = subprocess.run([sys.executable, str(script)], cwd=folder, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    npy = tmp_path / "predict.npy"
+    assert main(["predict", str(next(folder.glob("*.tflite"))), str(folder / "photo.jpg"), "-o",
+                 str(tmp_path / "p.png"), "--npy", str(npy), "--model-size"]) == 0
+    ours, theirs = np.load(folder / "snippet_depth.npy").reshape(-1), np.load(npy).reshape(-1)
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-5 * float(np.abs(theirs).max()))
+
+
 def test_mobile_snippets_name_what_the_app_must_add(snippet_exports):
     """Kotlin: the LiteRT artifacts (the GPU accelerator's own from 2.3.0), at the pinned version; Swift: the
     ExecuTorch products and the linker flag that registers the backend and kernels; each citing its API source."""
