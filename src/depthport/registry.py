@@ -131,7 +131,7 @@ def get_spec(model_id: str) -> ModelSpec:
         return named[0]
     known = [k for k, s in MODELS.items() if not s.hidden]
     close = difflib.get_close_matches(key.rsplit("/", 1)[-1], known, n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
     raise InputError(f"unknown model {model_id!r}{hint}; supported: {', '.join(known)}")
 
 

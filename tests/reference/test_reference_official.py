@@ -180,6 +180,11 @@ def test_reference_is_chosen_by_the_weights_format(tiny_spec, tiny_weights, tiny
     assert label.endswith(f"weights {official_weights.source}")
     assert reference_label(tiny_reference, tiny_weights).startswith("transformers' DepthAnythingForDepthEstimation (")
 
+    class Package:  # as the DA3 reference's doc begins: read inside the card's sentence ('Parity is against The ...')
+        """The `depth-anything-3` package's DepthAnything3Net; returns depth."""
+
+    assert reference_label(Package(), tiny_weights).startswith("the `depth-anything-3` package's DepthAnything3Net (")
+
 
 def test_fp64_reference_resamples_like_the_official_code(tiny_spec, official_weights):
     """The official code resamples the float32 grid and casts to the tokens' dtype, in float64 too."""

@@ -97,6 +97,7 @@ def test_a_model_is_found_by_its_hub_repository_or_another_letter_case_and_a_typ
             get_spec(text)
         assert str(err.value).startswith(f"unknown model {text!r}") and hint in str(err.value)
         assert "supported: da2-small" in str(err.value) and "tiny" not in str(err.value).split("supported:")[1]
+        assert "?;" not in str(err.value)  # 'did you mean ...?; supported: ...' read as a slip
 
 
 @pytest.mark.parametrize("model_id", IDS)

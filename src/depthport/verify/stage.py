@@ -30,6 +30,7 @@ PREPROCESS = "stretched to the export shape (Pillow bicubic), RGB x/255, ImageNe
 def reference_label(model, weights) -> str:
     """'transformers' DepthAnythingForDepthEstimation (upstream PyTorch), weights ...' from the reference's doc."""
     what = (type(model).__doc__ or type(model).__name__).split(";")[0].strip()
+    what = "the" + what[3:] if what.startswith("The ") else what  # inside a sentence ('Parity is against the ...')
     label = f"{what} (upstream PyTorch), weights {weights.source}"
     return label + (" (RANDOM weights, identical to the export's)" if weights.random else "")
 
