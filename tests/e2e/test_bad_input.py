@@ -103,6 +103,13 @@ def out(tmp_path) -> Path:
 
 
 # ------------------------------------------------------------------------------------------------------ model files
+def test_check_of_a_truncated_tflite_says_why(bad_model, capsys):
+    """check named the flatbuffers library's exception class for it, '(error)', where predict and bench say that the
+    flatbuffer points past the end of the file."""
+    refused(capsys, ["check", str(bad_model("truncated", "tflite"))],
+            "truncated.tflite: truncated or corrupt TFLite model: its flatbuffer points past the end of the file (")
+
+
 @pytest.mark.parametrize("name", ["predict", "bench", "verify"])
 def test_truncated_tflite_is_one_line_not_a_segfault(bad_model, out, name):
     """LiteRT reads a truncated .tflite unchecked and died with SIGSEGV; now it is checked in Python first."""

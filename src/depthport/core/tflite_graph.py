@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import struct
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -149,8 +150,11 @@ def _read_bytes(path: Path) -> bytes:
 def _unpack(data: bytes) -> schema.ModelT:
     try:
         model = schema.ModelT.InitFromPackedBuf(data, 0)
-    except Exception as exc:  # flatbuffers raises struct/index/value errors on bad offsets
-        raise TfliteReadError(f"truncated or corrupt TFLite model ({exc.__class__.__name__})") from exc
+    except (struct.error, IndexError, ValueError) as exc:  # what flatbuffers raises on an offset out of bounds
+        raise TfliteReadError(f"truncated or corrupt TFLite model: its flatbuffer points past the end of the file "
+                              f"({len(data)} bytes)") from exc
+    except Exception as exc:
+        raise TfliteReadError(f"corrupt TFLite model ({exc.__class__.__name__}: {exc})") from exc
     if not model.subgraphs:
         raise TfliteReadError("TFLite model has no subgraph")
     return model
