@@ -180,11 +180,15 @@ def test_device_bans_cite_the_device(tflite):
 
 
 @pytest.mark.parametrize("graph", ["conv", "attention", "bilinear"])
-def test_clean_graphs_pass(tflite, graph):
+def test_clean_graphs_pass(tflite, graph, capsys):
     result = check_tflite(tflite(graph))
     assert result.gpu_clean is True
     assert [v for v in result.violations if v.severity == "error"] == []
+    capsys.readouterr()
     assert cli(str(tflite(graph))) == 0
+    # the runtime check not asked for: said once ('no verdict - runtime check not run (use --run-gpu) -> not
+    # measured: runtime check not run (use --run-gpu)')
+    assert "runtime: not measured: runtime check not run (use --run-gpu)\n" in capsys.readouterr().out
 
 
 def test_warnings_leave_gpu_clean(tflite):

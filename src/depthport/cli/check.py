@@ -84,8 +84,9 @@ def render(result: TfliteCheck, console: Console) -> None:
     console.print(Text(f"static: {result.error_count} error(s), {result.warning_count} warning(s) -> "
                        + result.static.text()))
     on_gpu = result.runtime_verdict
-    console.print(Text(_runtime_line(result.runtime) + " -> " + on_gpu.text()))
-    decided = "the runtime check" if on_gpu.cause != SKIPPED else "the static check"
+    skipped = on_gpu.cause == SKIPPED  # not asked for: its note is the verdict's reason, said once
+    console.print(Text(f"runtime: {on_gpu.text()}" if skipped else _runtime_line(result.runtime) + " -> " + on_gpu.text()))
+    decided = "the static check" if skipped else "the runtime check"
     style = {True: "green", False: "red", None: "yellow"}[result.gpu_clean]
     label = {True: "GPU clean", False: "NOT GPU clean", None: "GPU verdict not measured"}[result.gpu_clean]
     console.print(Text(f"{label} ({decided} decides): {result.verdict.text()}", style=style))
