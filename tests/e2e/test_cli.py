@@ -37,6 +37,22 @@ def test_export_writes_the_file_and_report(exported):
     assert not [p for p in exported.iterdir() if p.name.endswith(".part")]
 
 
+def test_the_summary_says_why_a_shipped_files_check_was_not_measured(exported):
+    """The export's table showed 'GPU runtime: not measured' with an empty 'why' for a shipped file: 'not measured'
+    always comes with its reason."""
+    import dataclasses
+
+    from depthport.cli.export import why
+    from depthport.core.report_model import load_report
+
+    (art,) = load_report(json.loads((exported / "report.json").read_text())).artifacts
+    assert art.status == "unverified" and why(art) == (f"{art.status_reason}; GPU runtime: runtime check not run "
+                                                       "(use --run-gpu)")
+    shipped = dataclasses.replace(art, status="shipped", status_reason="")
+    assert why(shipped) == (f"parity: {art.verdict('parity').reason}; GPU runtime: runtime check not run (use "
+                            "--run-gpu)")
+
+
 def test_predict_writes_png_and_npy(exported, tmp_path, capsys):
     png, npy = tmp_path / "d.png", tmp_path / "d.npy"
     assert main(["predict", str(exported / "da2_tiny_fp32.tflite"), ASSET, "-o", str(png), "--npy", str(npy)]) == 0

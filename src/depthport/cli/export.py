@@ -201,6 +201,22 @@ def terminate_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
+SUMMARY_CHECKS = (("parity", "parity"), ("gpu_static", "GPU static"), ("gpu_runtime", "GPU runtime"))
+
+
+def why(art) -> str:
+    """The summary's 'why' of a file: why it did not ship, and why each of its checks not measured was not (a
+    shipped file's 'GPU runtime: not measured' had an empty 'why')."""
+    from ..core.schema import NOT_MEASURED
+
+    parts = [art.status_reason] if art.status != "shipped" and art.status_reason else []
+    for check, label in SUMMARY_CHECKS:
+        v = art.verdict(check)
+        if v is not None and v.state == NOT_MEASURED and not any(part.startswith(f"{label}:") for part in parts):
+            parts.append(f"{label}: {v.reason}")
+    return "; ".join(parts)
+
+
 def summary(data: dict, out_dir: Path) -> None:
     """The final table: each file's status, its verdicts and, when it did not ship, why."""
     from rich.table import Table
@@ -217,12 +233,11 @@ def summary(data: dict, out_dir: Path) -> None:
     style = {"shipped": "green", "unverified": "yellow", "not shipped": "red"}
     for a in report.artifacts:
         cells = []
-        for check in ("parity", "gpu_static", "gpu_runtime"):
+        for check, _ in SUMMARY_CHECKS:
             v = a.verdict(check)
             cells.append("-" if v is None else {"pass": "pass", "fail": "FAIL"}.get(v.state, v.state))
-        why = "" if a.status == "shipped" else a.status_reason
         table.add_row(a.file, a.target, f"{a.bytes / 1e6:.1f}", str(a.op_count if a.op_count is not None else "-"),
-                      f"[{style[a.status]}]{a.status}[/]", *cells, why)
+                      f"[{style[a.status]}]{a.status}[/]", *cells, why(a))
     out.print(table)
     if report.evidence_budget.line:
         out.print(f"[yellow]{report.evidence_budget.line}[/]")
