@@ -41,6 +41,8 @@ def test_the_budget_keeps_every_image_up_to_base_models_and_fewer_for_large_ones
 def test_evidence_images_overrides_the_budget():
     everything = evidence_budget(340e6, (756, 1008), 6, requested=0)
     assert everything.count == everything.parity_count == 6 and everything.line == ""
+    assert everything.as_entry()["requested"] == "all"  # --evidence-images all: the report said 0
+    assert evidence_budget(1e6, (56, 70), 6).as_entry()["requested"] is None
     assert evidence_budget(340e6, (756, 1008), 6, requested=4).parity_count == 4  # never fewer than the float64's
     one = evidence_budget(1e6, (56, 70), 6, requested=1)
     assert one.count == 1 and one.line.endswith("on 1 of 6 images (--evidence-images)")

@@ -90,7 +90,8 @@ class EvidenceBudget:
 
     def as_entry(self) -> dict:
         return {"images": self.images, "fp64_images": self.count, "fp16_images": self.count, "eager_images": self.count,
-                "per_image": self.per_image, "budget": BUDGET, "requested": self.requested,
+                "per_image": self.per_image, "budget": BUDGET,
+                "requested": "all" if self.requested == 0 else self.requested,  # --evidence-images all is 0 here
                 "rule": "images = budget // (parameters x tokens per image), at least 1",
                 "parity_images": self.parity_count, "parity_budget": PARITY_BUDGET,
                 "parity_rule": f"images = parity budget // (parameters x tokens per image), at least {MIN_PARITY} and "
