@@ -278,13 +278,13 @@ def test_verify_step_moves_a_failing_variant_to_not_shipped(tiny, tmp_path, imag
     source = tmp_path / "images"
     source.mkdir()
     images[0][1].save(source / "one.png")
-    ctx, report = _export_ctx(tiny, tmp_path / "out", images=str(source), gates={"fp32.pearson": 1.5})
+    ctx, report = _export_ctx(tiny, tmp_path / "out", images=str(source), gates={"fp32.rel_l2": 0})
     report["artifacts"][0]["precision"] = "int8"  # judged by the (passing) int8 default instead
     step.apply(ctx, report)
     passed, failed = report["artifacts"]
     assert shipped(passed) is True and passed["checks"]["parity"]["passed"] is True
     assert shipped(failed) is False and failed["checks"]["parity"]["passed"] is False
-    assert "pearson_worst" in failed["checks"]["parity"]["reasons"][0]
+    assert "rel_l2_pooled" in failed["checks"]["parity"]["reasons"][0]
     assert failed["file"] == "not-shipped/b_fp32.tflite"
     assert (ctx.out_dir / "not-shipped" / "b_fp32.tflite").is_file()
     assert not (ctx.out_dir / "b_fp32.tflite").exists()
