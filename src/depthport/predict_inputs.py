@@ -64,7 +64,6 @@ class Inputs:
     stills: list[str] = field(default_factory=list)  # images beside more videos in a folder or pattern, passed over
     others: list[str] = field(default_factory=list)  # files of a folder or pattern not named like images (.json, .zip)
     folders: list[str] = field(default_factory=list)  # a folder's subfolders, not searched (a trip's day1/, day2/)
-    outputs: list[str] = field(default_factory=list)  # files in the output folder inside it, passed over (``outside``)
     origin: str = ""  # for "images" and "videos": "folder", "pattern" or "files" (several given one by one)
 
     @property
@@ -177,24 +176,13 @@ def _maybe_image(path: Path) -> bool:
 
 
 def outside(inputs: Inputs, folder: Path) -> Inputs:
-    """``inputs`` without the files in the output ``folder`` where that is inside its folder or pattern (``-o
-    photos/depth``, or the default ``depth/`` in the photos' own folder): an earlier run's depth maps are not read as
-    photos (the next run refused, as overwriting 'the image depth/a.png'), and the folder is not named as one to
-    search. What was left out is in ``Inputs.outputs``, for the summary. An output folder that is the input's own
-    folder takes nothing out: its files are the inputs."""
-    out = resolved(folder)
-    if inputs.root is None or out == resolved(inputs.root):
-        return inputs
-
-    def inside(name: str) -> bool:
-        return out in resolved(inputs.root / name).parents
-
-    names = inputs.names
-    inputs.outputs = [name for name in names if inside(name)]
-    inputs.files = [file for file, name in zip(inputs.files, names) if not inside(name)]
-    inputs.videos, inputs.stills, inputs.others = ([name for name in kept if not inside(name)]
-                                                   for kept in (inputs.videos, inputs.stills, inputs.others))
-    inputs.folders = [name for name in inputs.folders if resolved(inputs.root / name) != out]
+    """``inputs`` whose subfolders named as not searched leave out the output ``folder`` (the default ``depth/`` in
+    the photos' own folder): the summary advised the pattern '**/*', which reads the earlier run's depth maps as
+    photos. Files are not taken out: an earlier output read as an input is refused where it would be overwritten
+    (``predict_many.image_outputs``), which names the output folder."""
+    if inputs.root is not None:
+        out = resolved(folder)
+        inputs.folders = [name for name in inputs.folders if resolved(inputs.root / name) != out]
     return inputs
 
 
@@ -258,8 +246,6 @@ def passed_over(inputs: Inputs) -> str:
         notes.append(archives_note(archives))
     if inputs.folders:
         notes.append(subfolders_advice(inputs.root, inputs.folders, where))
-    if inputs.outputs:
-        notes.append(f"{listed('file', inputs.outputs)} in the output folder passed over (earlier outputs)")
     return "; ".join(notes)
 
 

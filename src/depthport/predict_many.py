@@ -119,11 +119,15 @@ def image_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path) -> l
     _check_folders(out, npy, "image")
     stems = _stems(inputs.names)
     pairs = [(out / f"{stem}.png", npy / f"{stem}.npy" if npy is not None else None) for stem in stems]
-    taken = {resolved(file): f"the image {file}" for file in inputs.files} | {resolved(model): "the model file"}
+    images = {resolved(file): f"the image {file}" for file in inputs.files}
+    taken = images | {resolved(model): "the model file"}
     files = {path: name for pair, name in zip(pairs, inputs.names) for path in pair if path is not None}
     for option, path in ((option, path) for pair in pairs for option, path in zip(("-o", "--npy"), pair) if path):
-        if resolved(path) in taken:
-            raise InputError(f"{option} would overwrite {taken[resolved(path)]}; give another folder")
+        if (where := resolved(path)) in taken:
+            read = (f": {out if option == '-o' else npy} is among what the input reads (an earlier run's outputs?): "
+                    "give a folder outside it, or a pattern that leaves it out" if where in images else
+                    "; give another folder")
+            raise InputError(f"{option} would overwrite {taken[where]}{read}")
         if path.is_dir():
             raise InputError(f"{option} {path}, the depth of {files[path]}, is a folder; give another folder")
         if clash := next((folder for folder in path.parents if folder in files), None):
