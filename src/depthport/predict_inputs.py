@@ -175,14 +175,14 @@ def _maybe_image(path: Path) -> bool:
     return not path.suffix or named_like_image(path) or path.suffix.lower() in RAW_SUFFIXES
 
 
-def outside(inputs: Inputs, folder: Path) -> Inputs:
-    """``inputs`` whose subfolders named as not searched leave out the output ``folder`` (the default ``depth/`` in
-    the photos' own folder): the summary advised the pattern '**/*', which reads the earlier run's depth maps as
-    photos. Files are not taken out: an earlier output read as an input is refused where it would be overwritten
-    (``predict_many.image_outputs``), which names the output folder."""
+def outside(inputs: Inputs, *folders: Path | None) -> Inputs:
+    """``inputs`` whose subfolders named as not searched leave out the output ``folders`` (the default ``depth/`` in
+    the photos' own folder, an --npy folder): the summary advised the pattern '**/*', which reads the earlier run's
+    depth maps as photos. Files are not taken out: an earlier output read as an input is refused where it would be
+    overwritten (``predict_many.image_outputs``), which names the output folder."""
     if inputs.root is not None:
-        out = resolved(folder)
-        inputs.folders = [name for name in inputs.folders if resolved(inputs.root / name) != out]
+        outs = {resolved(folder) for folder in folders if folder is not None}
+        inputs.folders = [name for name in inputs.folders if resolved(inputs.root / name) not in outs]
     return inputs
 
 

@@ -89,7 +89,7 @@ def run(args) -> int:
                          "frame); give each video on its own with its stack")
     out = Path(args.output or DEFAULT_OUTPUT[inputs.kind])
     if inputs.kind in ("images", "videos"):
-        inputs = outside(inputs, out)
+        inputs = outside(inputs, out, Path(args.npy) if args.npy else None)
     if inputs.kind == "image":
         code = _one(args, inputs.files[0], out, options)
     else:
