@@ -164,10 +164,13 @@ def _sorted_out(files: list[Path], source: str, root: Path, what: str, origin: s
 
 
 def _kind(images: list, videos: list) -> str:
-    """What a folder or pattern holding ``images`` and ``videos`` is: its images (a phone's Live Photos, a .MOV
-    beside each still, are its stills), or its videos where they are more (a folder of clips with a poster JPEG or a
-    GIF in it: that one image was predicted and every clip passed over)."""
-    return "videos" if len(videos) > len(images) else "images"
+    """What a folder or pattern holding ``images`` and ``videos`` (paths or names) is: its images, or its videos
+    where they are more (a folder of clips with a poster JPEG or a GIF in it: that one image was predicted and every
+    clip passed over). Counted by name up to the first dot, so that a photo's RAW twin is one photo with its JPEG,
+    and a Live Photo's .MOV beside its still is no clip of its own: a phone's folder stays its photos."""
+    stills = {Path(image).name.split(".")[0].lower() for image in images}
+    clips = [video for video in videos if Path(video).name.split(".")[0].lower() not in stills]
+    return "videos" if len(clips) > len(stills) else "images"
 
 
 def _maybe_image(path: Path) -> bool:

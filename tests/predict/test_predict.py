@@ -1081,7 +1081,8 @@ def test_a_folder_of_more_videos_than_images_is_its_videos(tiny_tflite, tmp_path
     """A folder of clips with a poster JPEG and a GIF in it: the two images were predicted and every clip passed over
     (a folder took its images whenever it held one). A folder or pattern is now its videos where they are more, the
     images named as passed over with the pattern that reads them; a tie (a Live Photo's still and .MOV) stays its
-    images. The advice names a pattern for each suffix (one for .mp4 missed the .mov and the .mkv)."""
+    images, and so does a phone's folder of Live Photos (each .MOV beside its still is no clip of its own) with a
+    clip more. The advice names a pattern for each suffix (one for .mp4 missed the .mov and the .mkv)."""
     clips = tmp_path / "clips"
     clips.mkdir()
     for name in ("a.mp4", "b.mov", "c.mkv"):
@@ -1096,6 +1097,13 @@ def test_a_folder_of_more_videos_than_images_is_its_videos(tiny_tflite, tmp_path
     assert sorted(p.name for p in (tmp_path / "depth").glob("*.mp4")) == ["a.mp4", "b.mp4", "c.mp4"]
     out, _ = ok(capsys, ["predict", tiny_tflite, f"{clips}/*", "-o", tmp_path / "pattern"])
     assert "3 videos, 0 skipped" in out and "2 images (loop.gif, poster.jpg) matching the pattern passed over" in out
+    phone = tmp_path / "phone"  # three Live Photos (a still and its .MOV each) and one clip: a folder of photos
+    phone.mkdir()
+    for i in range(3):
+        photo(seed=i).save(phone / f"IMG_000{i}.JPG")
+        make_video(phone / f"IMG_000{i}.MOV", 2)
+    make_video(phone / "IMG_0009.MOV", 2)
+    assert open_inputs(phone).kind == "images" and open_inputs(f"{phone}/*").kind == "images"
     (clips / "c.mkv").unlink()
     out, _ = ok(capsys, ["predict", tiny_tflite, clips, "-o", tmp_path / "tie"])
     assert out.startswith("2 images, 0 skipped") and (
