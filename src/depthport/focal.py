@@ -43,11 +43,13 @@ class Focal:
     def __str__(self) -> str:
         return f"{self.value:g}{'mm' if self.mm else ''}"
 
-    def px(self, size: tuple[int, int]) -> float:
-        """The focal length in pixels of a (W, H) picture; a ``NotPerInput`` where it makes the picture's field of
-        view wider than any camera's (``SHORTEST_35MM``: millimetres given as pixels, most likely) or narrower
-        (``LONGEST_35MM``)."""
-        px = focal_px(self.value, size) if self.mm else self.value
+    def px(self, size: tuple[int, int], given_for: tuple[int, int] | None = None) -> float:
+        """The focal length in pixels of a (W, H) picture, pixels given being those of a ``given_for`` (W, H)
+        picture where that is another (a video's first frame, where its frames change size); a ``NotPerInput`` where
+        it makes the picture's field of view wider than any camera's (``SHORTEST_35MM``: millimetres given as
+        pixels, most likely) or narrower (``LONGEST_35MM``)."""
+        px = (focal_px(self.value, size) if self.mm else
+              self.value * math.hypot(*size) / math.hypot(*(given_for or size)))
         f35 = px * FULL_FRAME_DIAGONAL_MM / math.hypot(*size)
         if SHORTEST_35MM <= f35 <= LONGEST_35MM:
             return px

@@ -111,14 +111,17 @@ def to_metres(depth: np.ndarray, units: Units | None, focal: float | None, image
     return depth * np.float32(focal * scale / ref)
 
 
-def photo_size(depth: np.ndarray, image_hw: tuple[int, int], letterbox: bool = False) -> np.ndarray:
-    """``depth`` at the model's input size -> (H, W) of the image, as transformers' Depth Anything
-    ``post_process_depth_estimation`` resizes it: ``torch.nn.functional.interpolate(mode="bicubic",
-    align_corners=False)``. A letterboxed input's content box is cropped first. Values are not rescaled (bicubic
-    may overshoot the input's range slightly near edges)."""
+def photo_size(depth: np.ndarray, image_hw: tuple[int, int], letterbox: bool = False,
+               out_hw: tuple[int, ...] | None = None) -> np.ndarray:
+    """``depth`` at the model's input size -> (H, W) of the image (or ``out_hw``: a video's first frame's, for a
+    frame of another size), as transformers' Depth Anything ``post_process_depth_estimation`` resizes it:
+    ``torch.nn.functional.interpolate(mode="bicubic", align_corners=False)``. A letterboxed input's content box, the
+    image's, is cropped first. Values are not rescaled (bicubic may overshoot the input's range slightly near
+    edges)."""
     if letterbox:
         top, left, h, w = letterbox_box(image_hw, depth.shape)
         depth = depth[top:top + h, left:left + w]
+    image_hw = out_hw or image_hw
     import torch  # here: importing predict stays light (tests/registry/test_registry.py)
 
     x = torch.from_numpy(np.ascontiguousarray(depth, dtype=np.float32))[None, None]
@@ -241,8 +244,8 @@ class Predictor:
     def depth(self, image: Image.Image, extra: tuple | None = None, hw: tuple[int, ...] | None = None) -> np.ndarray:
         """Depth (H, W) of an RGB image: at the image's size (or ``hw``), or the model's with ``model_size``; metres
         for a metric model. ``extra``: this image's prompt (``prompt_beside``), else the one given at load."""
-        if self.focal is not None:
-            focal = self.focal.px(image.size)
+        if self.focal is not None:  # pixels of the first frame where a video's frames change size (``hw``)
+            focal = self.focal.px(image.size, (hw[1], hw[0]) if hw else None)
         elif (focal := photo_focal(self.units, image, self.model_path)) is not None:
             self.exif_focals.append(image.info[FOCAL_KEY])
         x = model_input(image, self.model_path, self.hw, self.letterbox)
@@ -250,7 +253,7 @@ class Predictor:
             x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
         raw = depth_map(self.runner.run(x, *(self.extra if extra is None else extra)), self.model_path.name)
         depth = to_metres(raw, self.units, focal, image.size, self.letterbox)
-        return depth if self.model_size else photo_size(depth, hw or (image.height, image.width), self.letterbox)
+        return depth if self.model_size else photo_size(depth, (image.height, image.width), self.letterbox, hw)
 
     def stretched(self, size_wh: tuple[int, int]) -> float:
         """How far the file's input stretches a (W, H) picture's aspect (1 with ``letterbox``, which keeps it)."""

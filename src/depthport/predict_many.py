@@ -34,7 +34,7 @@ from .core.formatting import listed
 from .errors import InputError, NotPerInput
 from .focal import photos_note
 from .outdir import WrongSuffix, check_output_file, claim_output_files, resolved
-from .predict import Predictor, turned_prompts_note, write_depth
+from .predict import NotADepthMap, Predictor, turned_prompts_note, write_depth
 from .preprocess import FRAMES_KEY, STRETCH_NOTED, TURNED_KEY, stretch_note
 from .predict_inputs import Inputs, Item, first_images_note, hdr_note, passed_over, square_pixels_note
 from .visualize import depth_range, not_finite
@@ -176,8 +176,10 @@ def _depth(predictor: Predictor, item: Item, tally: Tally, shape: tuple[int, ...
             extra = (predictor.prompt_beside(item.path) if predictor.prompts_beside and item.path else
                      predictor.prompt_frame(item.index) if predictor.prompt_frames is not None else None)
             depth = predictor.depth(item.image, extra, shape)
-        except NotPerInput:  # the file or an option, not this input: every input would be skipped for it
+        except NotADepthMap:  # the file, not this input: every input would be skipped for it
             raise
+        except NotPerInput as exc:  # an option that this input's size shows wrong (--focal): said with its name
+            raise NotPerInput(f"{item.name}: {exc}") from None
         except InputError as exc:
             error = str(exc)
     if depth is not None and shape is not None and item.image.size != (shape[1], shape[0]) and not \

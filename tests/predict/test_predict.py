@@ -577,6 +577,7 @@ def test_focal_in_millimetres_is_taken_and_millimetres_given_as_pixels_are_refus
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "mm in 35 mm terms, a 1" in err and "write --focal 26mm" in err, err
         assert not list(tmp_path.glob("refused*")), source
+        assert ("error: a.png: --focal 26 px on this 400x300 picture" in err) is (suffix == ""), err  # which photo
     assert main(["predict", str(model), str(source), "--focal", "3mm"]) == 2
     assert "--focal 3mm is 3 mm in 35 mm terms" in capsys.readouterr().err
     assert main(["predict", str(model), str(source), "--focal", "1e9"]) == 2  # a typing slip: metres ~1e6 too far
@@ -1873,6 +1874,27 @@ def test_frames_that_change_size_keep_their_place_at_the_first_frames_size(tiny_
     out, _ = ok(capsys, ["predict", tiny_tflite, path, "-o", tmp_path / "m.mp4", "--model-size"])
     assert out.startswith("4 frames, 0 skipped") and "resized" not in out
     assert np.load(tmp_path / "m.npy").shape == (4, *TINY_HW)
+    ok(capsys, ["predict", tiny_tflite, path, "-o", tmp_path / "lb.mp4", "--letterbox"])  # the frame's own padding
+    with native_stderr_muted():
+        padded = Predictor(tiny_tflite, letterbox=True, model_size=True).depth(frames[2])
+    top, left, h, w = letterbox_box((80, 96), TINY_HW)  # the 96x80 frame's box: the first frame's kept its padding
+    np.testing.assert_allclose(np.load(tmp_path / "lb.npy")[2], bicubic(padded[top:top + h, left:left + w], (48, 64)),
+                               atol=1e-5)
+    with av.open(str(tmp_path / "twice.mkv"), "w") as container:  # one picture, then the same at twice the size
+        stream = container.add_stream("mjpeg", rate=25)
+        stream.height, stream.width, stream.pix_fmt = 48, 64, "yuvj420p"
+        larger = av.CodecContext.create("mjpeg", "w")
+        larger.height, larger.width, larger.pix_fmt, larger.time_base = 96, 128, "yuvj420p", Fraction(1, 25)
+        for i, codec in enumerate((stream, larger)):
+            frame = av.VideoFrame.from_image(photo(48, 64).resize((64 * (i + 1), 48 * (i + 1)), Image.BICUBIC))
+            frame.pts, frame.time_base = i, Fraction(1, 25)
+            for packet in codec.encode(frame.reformat(format="yuvj420p")):
+                packet.stream = stream
+                container.mux(packet)
+    ok(capsys, ["predict", metric_file(tiny_tflite, tmp_path, CANONICAL), tmp_path / "twice.mkv", "-o",
+                tmp_path / "metres.mp4", "--focal", "60"])  # pixels of the first frame: the metres of one picture
+    small, large = np.median(np.load(tmp_path / "metres.npy").reshape(2, -1), axis=1)
+    assert abs(large / small - 1) < 0.05, (small, large)  # they doubled: --focal was taken in the frame's pixels
 
 
 def test_a_frame_the_decoder_gives_out_of_order_is_skipped_not_written_back_in_time():
