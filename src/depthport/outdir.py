@@ -191,11 +191,28 @@ def claim_output_files(outputs, taken: dict[Path, str]) -> None:
         if not path:
             continue
         key = resolved(check_output_file(path, option, f"depth{suffix or Path(path).suffix}"))
+        name_fits(Path(path), option)
         if key in taken:
             raise InputError(f"{option} {path} would overwrite {taken[key]}; give another file name")
         if suffix and Path(path).suffix.lower() != suffix:
             raise WrongSuffix(f"{option} {path}: {holds}; give {option} NAME{suffix}", option, Path(path), suffix)
         taken[key] = f"the {option} file"
+
+
+def name_fits(path: Path, option: str) -> None:
+    """An output whose name is longer than its folder takes (255 bytes on most file systems: a video named in 81
+    Chinese characters gives a NAME.timestamps.json of 259) is an InputError before any work, where the rename at the
+    end failed with a traceback, after the work."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        longest = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        longest = 255
+    if (size := len(path.name.encode("utf-8", "surrogateescape"))) > longest:
+        raise InputError(f"{option} {path}: its name is {size} bytes, longer than the {longest} its folder takes; "
+                         "give a shorter name, or rename the input")
 
 
 def resolved(path: str | os.PathLike) -> Path:

@@ -33,7 +33,7 @@ from .atomic import atomic_paths
 from .core.formatting import listed
 from .errors import InputError, NotPerInput
 from .focal import photos_note
-from .outdir import WrongSuffix, check_output_file, claim_output_files, resolved
+from .outdir import WrongSuffix, check_output_file, claim_output_files, name_fits, resolved
 from .predict import NotADepthMap, Predictor, turned_prompts_note, write_depth
 from .preprocess import FRAMES_KEY, STRETCH_NOTED, TURNED_KEY, stretch_note
 from .predict_inputs import Inputs, Item, first_images_note, hdr_note, passed_over, square_pixels_note
@@ -130,6 +130,7 @@ def image_outputs(inputs: Inputs, out: Path, npy: Path | None, model: Path) -> l
             raise InputError(f"{option} would overwrite {taken[where]}{read}")
         if path.is_dir():
             raise InputError(f"{option} {path}, the depth of {files[path]}, is a folder; give another folder")
+        name_fits(path, option)
         if clash := next((folder for folder in path.parents if folder in files), None):
             raise InputError(f"{option} {clash} would be both the depth of {files[clash]} and the folder of "
                              f"{files[path]}'s; give another folder, or rename one of them")

@@ -1030,7 +1030,9 @@ def test_videos_in_a_folder_of_photos_are_passed_over_and_named(tiny_tflite, pho
 
 def test_a_photo_with_a_name_near_the_longest_is_written(tiny_tflite, tmp_path, capsys):
     """A photo named in 80 Japanese characters (248 bytes of a 255-byte limit) is legal, and so is its depth's name;
-    the temporary file beside it (15 bytes more) was not: 'File name too long', and the folder stopped there."""
+    the temporary file beside it (15 bytes more) was not: 'File name too long', and the folder stopped there. An
+    output whose own name is too long is refused before any work (a folder of videos failed with a traceback at the
+    end, in the rename)."""
     folder = tmp_path / "photos"
     folder.mkdir()
     long = "東京タワー" * 16 + "_night"  # 246 bytes in UTF-8
@@ -1042,6 +1044,14 @@ def test_a_photo_with_a_name_near_the_longest_is_written(tiny_tflite, tmp_path, 
         f"{stem}{suffix}" for stem in ("a", long, "z") for suffix in (".npy", ".png"))
     ok(capsys, ["predict", tiny_tflite, folder / f"{long}.jpg", "-o", tmp_path / "one" / f"{long}.png"])
     assert [p.name for p in (tmp_path / "one").iterdir()] == [f"{long}.png"]
+    clips = tmp_path / "clips"  # a video named in 81 Chinese characters: its NAME.timestamps.json is 259 bytes
+    clips.mkdir()
+    make_video(clips / ("写" * 81 + ".mp4"), 2)
+    make_video(clips / "b.mp4", 2)
+    assert main(["predict", str(tiny_tflite), str(clips), "-o", str(tmp_path / "depth")]) == 2  # before any work
+    assert ".timestamps.json: its name is 259 bytes, longer than the 255 its folder takes; give a shorter name, or " \
+           "rename the input" in capsys.readouterr().err
+    assert not (tmp_path / "depth").exists()
 
 
 def test_an_output_that_is_a_folder_is_refused_before_any_work(tiny_tflite, photos, tmp_path, capsys):
