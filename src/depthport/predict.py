@@ -94,7 +94,8 @@ def photo_focal(units: Units | None, image: Image.Image, model_path: Path) -> fl
 
 def _focal_required(model_path: Path, ref: float, why: str, what: str) -> InputError:
     return InputError(f"{model_path.name} gives metres only with the camera's focal length{why}: pass --focal PX, "
-                      f"{what} (metres = value x focal_px / {ref:g} at the model's input size)")
+                      f"{what}, or --focal MMmm in 35 mm terms, as a phone's specifications give it (26mm) "
+                      f"(metres = value x focal_px / {ref:g} at the model's input size)")
 
 
 def to_metres(depth: np.ndarray, units: Units | None, focal: float | None, image_size: tuple[int, int],

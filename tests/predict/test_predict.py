@@ -546,7 +546,8 @@ def test_canonical_metres_take_each_photos_focal_length_from_its_exif(tiny_tflit
     assert "EXIF has no 35 mm-equivalent focal length (FocalLengthIn35mmFilm): pass --focal PX" in err
     make_video(tmp_path / "clip.mp4", 2)
     assert main(["predict", str(model), str(tmp_path / "clip.mp4"), "-o", str(tmp_path / "v.mp4")]) == 2
-    assert "pass --focal PX, the focal length in pixels of clip.mp4" in capsys.readouterr().err
+    assert "pass --focal PX, the focal length in pixels of clip.mp4, or --focal MMmm in 35 mm terms, as a phone's " \
+           "specifications give it (26mm)" in capsys.readouterr().err
 
 
 def test_focal_in_millimetres_is_taken_and_millimetres_given_as_pixels_are_refused(tiny_tflite, tmp_path, capsys):
