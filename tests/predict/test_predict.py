@@ -706,7 +706,8 @@ def test_a_quoted_home_pattern_is_expanded_a_url_is_refused_and_a_pattern_in_the
     assert (f"no files match the pattern '{trip}/*.jpg'; 1 file(s) match '{tmp_path}/Italy [[]2024]/*.jpg': in a "
             "pattern [...] matches one of the characters inside, and [[] a bracket") in capsys.readouterr().err
     out, _ = ok(capsys, ["predict", tiny_tflite, f"{tmp_path}/Italy [[]2024]/*.jpg", "-o", tmp_path / "trip"])
-    assert out.startswith("1 image, 0 skipped")
+    assert out.startswith("1 image, 0 skipped")  # named under the folder, as for any folder ('trip/Italy [2024]/a.png')
+    assert [p.name for p in (tmp_path / "trip").iterdir()] == ["a.png"]
     capsys.readouterr()
     assert main(["predict", str(tiny_tflite), "https://example.com/photo.jpg", "-o", str(tmp_path / "u.png")]) == 2
     err = capsys.readouterr().err.strip()

@@ -26,10 +26,11 @@ def has_pattern(text: str) -> bool:
 
 
 def pattern_root(pattern: str) -> Path:
-    """The folder a pattern's matches are named relative to: its components before the first wildcard."""
-    parts = Path(pattern).parts
-    fixed = next((i for i, part in enumerate(parts) if has_pattern(part)), len(parts))
-    return Path(*parts[:fixed]) if fixed else Path(".")
+    """The folder a pattern's matches are named relative to: its components before the first wildcard, a class of one
+    character ('[[]', as glob.escape writes a bracket) read as that character (a folder named 'Italy [2024]')."""
+    parts = Path(pattern).parts[:-1]
+    fixed = next((i for i, part in enumerate(parts) if has_pattern(re.sub(r"\[.\]", "", part))), len(parts))
+    return Path(*(re.sub(r"\[(.)\]", r"\1", part) for part in parts[:fixed])) if fixed else Path(".")
 
 
 def pattern_files(pattern: str) -> list[Path]:
