@@ -211,9 +211,10 @@ def _on_their_own(names: list[str]) -> str:
 
 
 def _patterns(root: Path, names: list[str]) -> str:
-    """"'clips/*.mp4'" or "'clips/*.mp4', 'clips/*.mov'": a pattern for each suffix of ``names``, in their order."""
-    suffixes = dict.fromkeys(Path(name).suffix for name in names)
-    return ", ".join(f"'{root / ('*' + suffix)}'" for suffix in suffixes)
+    """"'clips/*.mp4'" or "'clips/*.mp4', 'clips/day1/*.mov'": a pattern for each folder and suffix of ``names``
+    (relative to ``root``), in their order."""
+    patterns = dict.fromkeys(root / Path(name).parent / ("*" + Path(name).suffix) for name in names)
+    return ", ".join(f"'{pattern}'" for pattern in patterns)
 
 
 def first_of(frames: Frames) -> str:

@@ -202,7 +202,7 @@ def resized_note(tally: Tally, shape: tuple[int, ...] | None) -> str:
     if not tally.resized:
         return ""
     (first, (w, h)), sizes = tally.resized[0], sorted({f"{w}x{h}" for _, (w, h) in tally.resized})
-    return (f"{len(tally.resized)} frames from {first} on are {', '.join(sizes)}, not the first frame's "
+    return (f"{len(tally.resized)} frames (the first: {first}) are {', '.join(sizes)}, not the first frame's "
             f"{shape[1]}x{shape[0]}: their depth is resized to it (a stack holds one size; --model-size keeps every "
             "frame at the model's)")
 

@@ -1110,6 +1110,12 @@ def test_a_folder_of_more_videos_than_images_is_its_videos(tiny_tflite, tmp_path
     assert sorted(p.name for p in (tmp_path / "depth").glob("*.mp4")) == ["a.mp4", "b.mp4", "c.mp4"]
     out, _ = ok(capsys, ["predict", tiny_tflite, f"{clips}/*", "-o", tmp_path / "pattern"])
     assert "3 videos, 0 skipped" in out and "2 images (loop.gif, poster.jpg) matching the pattern passed over" in out
+    (clips / "day1").mkdir()  # a recursive pattern: the advice's patterns name each image's folder
+    (clips / "poster.jpg").rename(clips / "day1" / "poster.jpg")
+    out, _ = ok(capsys, ["predict", tiny_tflite, f"{clips}/**/*", "-o", tmp_path / "recursive"])
+    assert f"pattern of images ('{clips}/day1/*.jpg', '{clips}/*.gif')" in out, out
+    (clips / "day1" / "poster.jpg").rename(clips / "poster.jpg")
+    (clips / "day1").rmdir()
     phone = tmp_path / "phone"  # three Live Photos (a still and its .MOV each) and one clip: a folder of photos
     phone.mkdir()
     for i in range(3):
@@ -1874,7 +1880,7 @@ def test_frames_that_change_size_keep_their_place_at_the_first_frames_size(tiny_
                 container.mux(packet)
     out, err = ok(capsys, ["predict", tiny_tflite, path, "-o", tmp_path / "d.mp4"])
     assert out.startswith("4 frames, 0 skipped") and "skipped" not in err
-    assert ("; 2 frames from frame 2 on are 96x80, not the first frame's 64x48: their depth is resized to it (a stack "
+    assert ("; 2 frames (the first: frame 2) are 96x80, not the first frame's 64x48: their depth is resized to it (a stack "
             "holds one size; --model-size keeps every frame at the model's)") in out, out
     stack = np.load(tmp_path / "d.npy")
     with native_stderr_muted():
