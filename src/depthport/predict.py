@@ -17,7 +17,7 @@ from .core.formatting import listed
 from .core.report_model import Units, load
 from .core.schema import ReportJson
 from .errors import NotPerInput
-from .focal import Focal, focal_px
+from .focal import LONGEST_35MM, SHORTEST_35MM, Focal, focal_px
 from .outdir import claim_output_files, resolved
 from .preprocess import (FOCAL_KEY, FRAMES_KEY, TURNED_KEY, Frames, InputError, letterbox_box, load_image,
                          stretch, stretch_note, to_tensor)
@@ -89,6 +89,9 @@ def photo_focal(units: Units | None, image: Image.Image, model_path: Path) -> fl
     if not (f35 := image.info.get(FOCAL_KEY)):
         raise _focal_required(model_path, ref, ", and this photo's EXIF has no 35 mm-equivalent focal length "
                               "(FocalLengthIn35mmFilm)", "its focal length in pixels")
+    if not SHORTEST_35MM <= f35 <= LONGEST_35MM:  # a broken EXIF: its metres would be off by as much
+        raise _focal_required(model_path, ref, f", and this photo's EXIF says {f35:g} mm in 35 mm terms "
+                              "(FocalLengthIn35mmFilm), which no camera's lens is", "its focal length in pixels")
     return focal_px(f35, image.size)
 
 

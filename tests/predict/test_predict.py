@@ -544,6 +544,11 @@ def test_canonical_metres_take_each_photos_focal_length_from_its_exif(tiny_tflit
     assert main(["predict", str(model), str(alone), "-o", str(tmp_path / "alone.png")]) == 2
     err = capsys.readouterr().err
     assert "EXIF has no 35 mm-equivalent focal length (FocalLengthIn35mmFilm): pass --focal PX" in err
+    exif.get_ifd(0x8769)[0xA405] = 1  # a broken EXIF: metres ~26x off, taken without a word
+    photo(45, 70).save(tmp_path / "broken.jpg", exif=exif)
+    assert main(["predict", str(model), str(tmp_path / "broken.jpg"), "-o", str(tmp_path / "broken.png")]) == 2
+    assert "and this photo's EXIF says 1 mm in 35 mm terms (FocalLengthIn35mmFilm), which no camera's lens is: pass " \
+           "--focal PX" in capsys.readouterr().err
     make_video(tmp_path / "clip.mp4", 2)
     assert main(["predict", str(model), str(tmp_path / "clip.mp4"), "-o", str(tmp_path / "v.mp4")]) == 2
     assert "pass --focal PX, the focal length in pixels of clip.mp4, or --focal MMmm in 35 mm terms, as a phone's " \
