@@ -56,17 +56,25 @@ def _temporary(final: Path) -> tuple[int, str]:
     where the whole would pass the longest name the folder takes (a photo named in 80 Japanese characters is legal,
     and its temporary name was not). Where none can be made there (a folder that is read-only, or takes no files,
     as /proc), an InputError naming ``final``, not the temporary name the user never gave."""
-    try:
-        longest = os.pathconf(final.parent, "PC_NAME_MAX")
-    except (OSError, ValueError):
-        longest = 255
-    name = final.name.encode("utf-8", "surrogateescape")[:max(longest - 15, 1)].decode("utf-8", "ignore")
+    name = final.name.encode("utf-8", "surrogateescape")[:max(longest_name(final.parent) - 15, 1)]
+    name = name.decode("utf-8", "ignore")
     try:
         return tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=final.parent)
     except OSError as exc:
         if disk_full(exc) or not exc.strerror:
             raise
         raise InputError(f"cannot write {final}: {exc.strerror}") from None
+
+
+def longest_name(folder: Path) -> int:
+    """The longest file name, in bytes, that ``folder`` (or, where it is not there yet, the first of its parents
+    that is) takes: 255 on most file systems."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
 
 
 def _missing_folders(folder: Path) -> list[Path]:

@@ -15,6 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from .atomic import longest_name
 from .core.schema import recorded_files
 from .errors import InputError, require_utf8_path
 from .scratch import remove_stale as remove_stale_scratch
@@ -203,14 +204,7 @@ def name_fits(path: Path, option: str) -> None:
     """An output whose name is longer than its folder takes (255 bytes on most file systems: a video named in 81
     Chinese characters gives a NAME.timestamps.json of 259) is an InputError before any work, where the rename at the
     end failed with a traceback, after the work."""
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    try:
-        longest = os.pathconf(folder, "PC_NAME_MAX")
-    except (OSError, ValueError):
-        longest = 255
-    if (size := len(path.name.encode("utf-8", "surrogateescape"))) > longest:
+    if (size := len(path.name.encode("utf-8", "surrogateescape"))) > (longest := longest_name(path.parent)):
         raise InputError(f"{option} {path}: its name is {size} bytes, longer than the {longest} its folder takes; "
                          "give a shorter name, or rename the input")
 
