@@ -15,7 +15,8 @@ from PIL import Image
 
 from . import tone_map
 from .core.formatting import listed
-from .core.images import archives_note, folder_contents, named_like_image, no_images, others_named, subfolders_advice
+from .core.images import (archives_note, first_stem, folder_contents, named_like_image, no_images, others_named,
+                          subfolders_advice)
 from .core.patterns import has_pattern, local_path, pattern_files, pattern_root, present, relative_name
 from .core.prompts import is_prompt_file
 from .errors import InputError
@@ -168,8 +169,8 @@ def _kind(images: list, videos: list) -> str:
     where they are more (a folder of clips with a poster JPEG or a GIF in it: that one image was predicted and every
     clip passed over). Counted by name up to the first dot, so that a photo's RAW twin is one photo with its JPEG,
     and a Live Photo's .MOV beside its still is no clip of its own: a phone's folder stays its photos."""
-    stills = {Path(image).name.split(".")[0].lower() for image in images}
-    clips = [video for video in videos if Path(video).name.split(".")[0].lower() not in stills]
+    stills = {first_stem(image) for image in images}
+    clips = [video for video in videos if first_stem(video) not in stills]
     return "videos" if len(clips) > len(stills) else "images"
 
 

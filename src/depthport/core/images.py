@@ -78,7 +78,7 @@ class FolderContents:
     ``._IMG_0001.JPG`` metadata twins on copied cards and drives) are left out, as a shell's ``*`` leaves them."""
     images: list[Path]  # named like an image (``named_like_image``; broken links too), prompt files left out
     videos: list[Path]
-    raws: list[Path]  # camera RAW files with no image of the same name (``_first_stem``) beside them
+    raws: list[Path]  # camera RAW files with no image of the same name (``first_stem``) beside them
     archives: list[Path]
     others: list[Path]  # any other file: sidecars (.AAE, .json), documents
     folders: list[str]
@@ -105,22 +105,22 @@ def pattern_contents(pattern: str) -> FolderContents:
 def _contents(entries: list[Path]) -> FolderContents:
     images = [p for p in entries if named_like_image(p) and present(p) and not is_prompt_file(p)]
     files = [p for p in entries if p.is_file() and not named_like_image(p) and not is_prompt_file(p)]
-    stems = {_first_stem(p) for p in images}
+    stems = {first_stem(p) for p in images}
 
     def suffixed(suffixes: tuple[str, ...]) -> list[Path]:
         return [p for p in files if p.suffix.lower() in suffixes]
 
     return FolderContents(
         images=images, videos=suffixed(VIDEO_SUFFIXES), archives=suffixed(ARCHIVE_SUFFIXES),
-        raws=[p for p in suffixed(RAW_SUFFIXES) if _first_stem(p) not in stems],
+        raws=[p for p in suffixed(RAW_SUFFIXES) if first_stem(p) not in stems],
         others=[p for p in files if p.suffix.lower() not in (*VIDEO_SUFFIXES, *RAW_SUFFIXES, *ARCHIVE_SUFFIXES)],
         folders=[p.name for p in entries if p.is_dir()])
 
 
-def _first_stem(path: Path) -> str:
+def first_stem(path: Path | str) -> str:
     """The name up to its first dot, in lower case: what a RAW file and its JPEG share (IMG_0001.CR2 and
     IMG_0001.JPG; a Pixel's PXL_20240101_120000000.RAW-02.ORIGINAL.dng and PXL_20240101_120000000.RAW-01.COVER.jpg)."""
-    return path.name.split(".")[0].lower()
+    return Path(path).name.split(".")[0].lower()
 
 
 def image_files(folder: str | Path) -> list[Path]:
