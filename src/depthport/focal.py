@@ -95,3 +95,14 @@ def photos_note(values: list[float]) -> str:
     lo, hi = min(values), max(values)
     return (f"metres from each photo's EXIF focal length ({lo:g}{'' if lo == hi else f'-{hi:g}'} mm in 35 mm terms; "
             "--focal overrides it)")
+
+
+def given_note(focal: Focal, pixels: set[float]) -> str:
+    """The note on the pixels a --focal in millimetres gave ('focal 1324 px from --focal 26mm (35 mm terms)', a range
+    where the pictures' sizes differ); "" for none (pixels given as such need no note)."""
+    if not pixels:
+        return ""
+    lo, hi = min(pixels), max(pixels)
+    if round(lo) == round(hi):
+        return f"focal {lo:.0f} px from --focal {focal} (35 mm terms)"
+    return f"focal {lo:.0f}-{hi:.0f} px from --focal {focal} (35 mm terms, by each picture's size)"

@@ -17,7 +17,7 @@ from .core.formatting import listed
 from .core.report_model import Units, load
 from .core.schema import ReportJson
 from .errors import NotPerInput
-from .focal import LONGEST_35MM, SHORTEST_35MM, Focal, focal_px
+from .focal import LONGEST_35MM, SHORTEST_35MM, Focal, focal_px, given_note
 from .outdir import claim_output_files, resolved
 from .preprocess import (FOCAL_KEY, FRAMES_KEY, TURNED_KEY, Frames, InputError, letterbox_box, load_image,
                          stretch, stretch_note, to_tensor)
@@ -171,6 +171,7 @@ class Predictor:
         check_focal(self.units, focal, self.model_path, images, from_exif=exif_focal)
         self.letterbox, self.focal, self.model_size = letterbox, focal, model_size
         self.exif_focals: list[float] = []  # the 35 mm-equivalent focal lengths (mm) read from photos, in order
+        self.given_px: set[float] = set()  # the pixels a --focal in millimetres gave the pictures (``given_note``)
         self.runner = load_runner(self.model_path, threads=threads, accelerator=accelerator,
                                   gpu_precision=gpu_precision)
         self.hw, self.channels_last = image_layout(tuple(self.runner.input_shape), self.model_path.name)
@@ -250,6 +251,8 @@ class Predictor:
         for a metric model. ``extra``: this image's prompt (``prompt_beside``), else the one given at load."""
         if self.focal is not None:  # pixels of the first frame where a video's frames change size (``hw``)
             focal = self.focal.px(image.size, (hw[1], hw[0]) if hw else None)
+            if self.focal.mm:
+                self.given_px.add(focal)
         elif (focal := photo_focal(self.units, image, self.model_path)) is not None:
             self.exif_focals.append(image.info[FOCAL_KEY])
         x = model_input(image, self.model_path, self.hw, self.letterbox)
@@ -342,5 +345,7 @@ def predict(model_path: str | Path, image_path: str | Path, out_png: str | Path,
     for note in notes if on_note else []:
         on_note(note)
     depth = predictor.depth(image)
+    if on_note and (given := given_note(predictor.focal, predictor.given_px)):
+        on_note(given)
     write_depth(depth, predictor.picture(depth), out_png, out_npy)
     return depth

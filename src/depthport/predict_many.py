@@ -32,7 +32,7 @@ import numpy as np
 from .atomic import atomic_paths
 from .core.formatting import listed
 from .errors import InputError, NotPerInput
-from .focal import photos_note
+from .focal import given_note, photos_note
 from .outdir import WrongSuffix, check_output_file, claim_output_files, name_fits, resolved
 from .predict import NotADepthMap, Predictor, turned_prompts_note, write_depth
 from .preprocess import FRAMES_KEY, STRETCH_NOTED, TURNED_KEY, stretch_note
@@ -233,7 +233,8 @@ def predict_images(predictor: Predictor, inputs: Inputs, outputs: list[tuple[Pat
                 turned.append(item.name)
         if on_item:
             on_item(item, depth is not None)
-    tally.notes += [first_images_note(several), photos_note(predictor.exif_focals), stretched_note(tally, predictor),
+    tally.notes += [first_images_note(several), photos_note(predictor.exif_focals),
+                    given_note(predictor.focal, predictor.given_px), stretched_note(tally, predictor),
                     turned_prompts_note(turned) if turned else ""]
     tally.check_any()
 
@@ -276,6 +277,7 @@ def predict_video(predictor: Predictor, inputs: Inputs, paths: tuple[Path, Path,
                 tally.notes.append(_on_one_scale(video, predictor, fh, spans, times, on_colour))
         early = ends_early(inputs, last, shown)
         tally.notes += [early, hdr_note(inputs), square_pixels_note(inputs), resized_note(tally, stack.shape),
+                        given_note(predictor.focal, predictor.given_px),
                         stretched_note(tally, predictor),
                         _unused_prompts(predictor, len(frames) + len(skipped)),
                         turned_prompts_note(video=True) if turned and predictor.prompt_hw else ""]

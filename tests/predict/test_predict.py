@@ -570,7 +570,12 @@ def test_focal_in_millimetres_is_taken_and_millimetres_given_as_pixels_are_refus
     np.testing.assert_allclose(single(capsys, model, tmp_path / "photos" / "a.png", tmp_path / "mm", "--focal", "26mm"),
                                single(capsys, model, tmp_path / "photos" / "a.png", tmp_path / "px", "--focal",
                                       f"{px!r}px"), rtol=1e-6)
-    ok(capsys, ["predict", model, tmp_path / "photos", "-o", tmp_path / "many", "--npy", "--focal", "26MM"])
+    out, _ = ok(capsys, ["predict", model, tmp_path / "photos" / "a.png", "-o", tmp_path / "said.png", "--focal", "26mm"])
+    assert out.rstrip().endswith("; focal 300 px from --focal 26mm (35 mm terms)")  # the pixels it gave: said
+    out, _ = ok(capsys, ["predict", model, tmp_path / "photos", "-o", tmp_path / "many", "--npy", "--focal", "26MM"])
+    assert "; focal 120-300 px from --focal 26mm (35 mm terms, by each picture's size); " in out
+    out, _ = ok(capsys, ["predict", model, tmp_path / "photos", "-o", tmp_path / "px", "--focal", "300"])
+    assert "focal " not in out.split("; wrote")[0]  # pixels given as such: nothing to say
     small = 26 * math.hypot(120, 160) / math.hypot(36, 24)
     np.testing.assert_allclose(np.load(tmp_path / "many" / "b.npy"),
                                single(capsys, model, tmp_path / "photos" / "b.png", tmp_path / "b", "--focal",
