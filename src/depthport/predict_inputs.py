@@ -134,8 +134,8 @@ def open_files(sources: list[str]) -> Inputs:
             raise InputError(f"input not found: {path}" if not path.exists() else f"input {path} is not a file")
         if is_prompt_file(path):
             continue
-        if resolved(path) not in seen:
-            seen.add(resolved(path))
+        if (named := resolved(path)) not in seen:
+            seen.add(named)
             paths.append(path)
     if not paths:
         raise InputError(f"{folders[0]} is a folder, among {len(sources)} inputs that are all folders: give one folder "
